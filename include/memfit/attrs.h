@@ -1,0 +1,224 @@
+// Typed attributes of nodes: one plain struct per family of ops. Each struct
+// lists its fields once in `visit_fields`, which the text printer and parser
+// use, so an attribute added here is printed and parsed without more code.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace memfit {
+
+using Shape = std::vector<int64_t>;
+using Pair = std::array<int64_t, 2>;
+
+struct NoAttrs {
+  template <class F>
+  void visit_fields(F&&) {}
+};
+
+// matmul: A (..., M, K) x B (..., K, N) -> (..., M, N); a transposed operand
+// swaps its last two dimensions. B may also be 2-D and is then shared by every batch.
+struct MatmulAttrs {
+  bool trans_a = false;
+  bool trans_b = false;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("trans_a", trans_a);
+    f("trans_b", trans_b);
+  }
+};
+
+// conv2d: x (N, C, H, W), w (O, C/groups, KH, KW), optional b (O); symmetric padding.
+struct Conv2dAttrs {
+  Pair stride{1, 1};
+  Pair pad{0, 0};
+  Pair dilation{1, 1};
+  int64_t groups = 1;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("stride", stride);
+    f("pad", pad);
+    f("dilation", dilation);
+    f("groups", groups);
+  }
+};
+
+// The gradient ops of conv2d: `shape` is the shape of the tensor they produce
+// (x for the data gradient, w for the weight gradient); `bias` asks the weight
+// gradient to also produce the bias gradient.
+struct Conv2dGradAttrs {
+  Pair stride{1, 1};
+  Pair pad{0, 0};
+  Pair dilation{1, 1};
+  int64_t groups = 1;
+  Shape shape;
+  bool bias = false;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("stride", stride);
+    f("pad", pad);
+    f("dilation", dilation);
+    f("groups", groups);
+    f("shape", shape);
+    f("bias", bias);
+  }
+};
+
+// max_pool2d / avg_pool2d: x (N, C, H, W). Average pooling divides by the
+// whole window when include_pad, else by the part of it inside the input.
+struct Pool2dAttrs {
+  Pair kernel{2, 2};
+  Pair stride{2, 2};
+  Pair pad{0, 0};
+  bool include_pad = false;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("kernel", kernel);
+    f("stride", stride);
+    f("pad", pad);
+    f("include_pad", include_pad);
+  }
+};
+
+// avg_pool2d_grad: `shape` is the shape of the pooled input.
+struct Pool2dGradAttrs {
+  Pair kernel{2, 2};
+  Pair stride{2, 2};
+  Pair pad{0, 0};
+  bool include_pad = false;
+  Shape shape;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("kernel", kernel);
+    f("stride", stride);
+    f("pad", pad);
+    f("include_pad", include_pad);
+    f("shape", shape);
+  }
+};
+
+struct BatchNormAttrs {
+  float eps = 1e-5f;
+  float momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch
+  template <class F>
+  void visit_fields(F&& f) {
+    f("eps", eps);
+    f("momentum", momentum);
+  }
+};
+
+struct ScaleAttrs {
+  float alpha = 1.0f;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("alpha", alpha);
+  }
+};
+
+// reshape, broadcast_to, global_avg_pool_grad: the shape to produce.
+struct ShapeAttrs {
+  Shape shape;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("shape", shape);
+  }
+};
+
+struct PermAttrs {
+  std::vector<int64_t> perm;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("perm", perm);
+  }
+};
+
+// concat, softmax, log_softmax: the axis they work along.
+struct AxisAttrs {
+  int64_t axis = 0;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("axis", axis);
+  }
+};
+
+// slice: elements [start, end) along axis. slice_grad uses `shape`, the shape
+// of the sliced input, and writes zeros outside the slice.
+struct SliceAttrs {
+  int64_t axis = 0;
+  int64_t start = 0;
+  int64_t end = 0;
+  Shape shape;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("axis", axis);
+    f("start", start);
+    f("end", end);
+    f("shape", shape);
+  }
+};
+
+// dropout: `key` names the random stream; the mask is a pure function of
+// (run seed, micro step, key), so a clone of the node draws the same mask.
+struct DropoutAttrs {
+  float p = 0.5f;
+  uint64_t key = 0;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("p", p);
+    f("key", key);
+  }
+};
+
+struct ReduceAttrs {
+  std::vector<int64_t> axes;
+  bool keepdims = false;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("axes", axes);
+    f("keepdims", keepdims);
+  }
+};
+
+// sgd_update: v' = momentum * v + (g + weight_decay * w); w' = w - lr * v'.
+struct SgdAttrs {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float weight_decay = 0.0f;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("lr", lr);
+    f("momentum", momentum);
+    f("weight_decay", weight_decay);
+  }
+};
+
+// adamw_update (Loshchilov and Hutter): decoupled weight decay, bias
+// correction with the optimizer step t = optimizer_step + 1.
+struct AdamWAttrs {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("lr", lr);
+    f("beta1", beta1);
+    f("beta2", beta2);
+    f("eps", eps);
+    f("weight_decay", weight_decay);
+  }
+};
+
+struct FillAttrs {
+  float value = 0.0f;
+  Shape shape;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("value", value);
+    f("shape", shape);
+  }
+};
+
+}  // namespace memfit

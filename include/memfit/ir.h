@@ -1,0 +1,155 @@
+// The graph IR: dense ids, static shapes, nodes kept in topological order.
+// One Graph is one training step: forward, backward and optimizer updates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "memfit/attrs.h"
+#include "memfit/op_list.h"
+#include "memfit/status.h"
+
+namespace memfit {
+
+// Strong integer ids: a ValueId cannot be passed where a NodeId is expected.
+template <class Tag>
+struct Id {
+  int32_t index = -1;
+  constexpr Id() = default;
+  constexpr explicit Id(int32_t i) : index(i) {}
+  constexpr bool valid() const { return index >= 0; }
+  constexpr size_t idx() const { return static_cast<size_t>(index); }
+  friend constexpr bool operator==(Id a, Id b) { return a.index == b.index; }
+  friend constexpr auto operator<=>(Id a, Id b) { return a.index <=> b.index; }
+};
+using ValueId = Id<struct ValueTag>;
+using NodeId = Id<struct NodeTag>;
+
+enum class DType : uint8_t { f32, i32 };
+size_t dtype_size(DType dtype);
+std::string_view dtype_name(DType dtype);
+
+// What a value is for; the planner reports memory by role.
+enum class Role : uint8_t {
+  input,            // a batch of data
+  label,            // a batch of targets
+  parameter,        // trained weights
+  optimizer_state,  // momentum and moment buffers
+  state,            // model state that is not trained: batch-norm running statistics
+  activation,       // produced by forward nodes
+  gradient,         // produced by backward nodes
+  temporary,        // anything else a node produces
+};
+std::string_view role_name(Role role);
+// Values of these roles persist across steps: they are read at the start of a
+// step and replaced by their `updates` entry at its end.
+bool is_persistent(Role role);
+
+enum class OpKind : uint8_t {
+#define MEMFIT_OP_ENUM(id, attrs) id,
+  MEMFIT_OPS(MEMFIT_OP_ENUM)
+#undef MEMFIT_OP_ENUM
+};
+inline constexpr int kNumOps = 0
+#define MEMFIT_OP_COUNT(id, attrs) +1
+    MEMFIT_OPS(MEMFIT_OP_COUNT)
+#undef MEMFIT_OP_COUNT
+    ;
+std::string_view op_name(OpKind op);
+// The op with this name, if any.
+Result<OpKind> op_from_name(std::string_view name);
+
+using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, Pool2dAttrs,
+                           Pool2dGradAttrs, BatchNormAttrs, ScaleAttrs, ShapeAttrs, PermAttrs,
+                           AxisAttrs, SliceAttrs, DropoutAttrs, ReduceAttrs, SgdAttrs, AdamWAttrs,
+                           FillAttrs>;
+// The attribute struct of `op`, default-initialized.
+Attrs default_attrs(OpKind op);
+
+struct TensorType {
+  Shape shape;
+  DType dtype = DType::f32;
+  friend bool operator==(const TensorType&, const TensorType&) = default;
+};
+
+int64_t num_elements(const Shape& shape);
+std::string shape_string(const Shape& shape);
+
+struct Value {
+  std::string name;  // unique within a graph
+  TensorType type;
+  Role role = Role::activation;
+  NodeId producer;        // invalid for graph inputs
+  int output_index = -1;  // which output of the producer
+  int64_t elements() const { return num_elements(type.shape); }
+  size_t bytes() const { return static_cast<size_t>(elements()) * dtype_size(type.dtype); }
+};
+
+struct Node {
+  OpKind op{};
+  std::string name;  // unique within a graph
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;
+  Attrs attrs;
+};
+
+// After a step, the buffer of `next` becomes the value of `state` for the next step.
+struct StateUpdate {
+  ValueId state;
+  ValueId next;
+};
+
+class Graph {
+ public:
+  // A value with no producer: an input, label, parameter or state.
+  ValueId add_input(std::string name, TensorType type, Role role);
+  // Appends a node after all present ones; its outputs' types come from the op
+  // table's shape inference and get `output_role`. Errors name the node.
+  Result<NodeId> add_node(OpKind op, std::vector<ValueId> inputs, Attrs attrs, std::string name,
+                          Role output_role = Role::activation);
+  void mark_output(ValueId value) { outputs_.push_back(value); }
+  void add_update(ValueId state, ValueId next) { updates_.push_back({state, next}); }
+
+  const Value& value(ValueId id) const { return values_.at(id.idx()); }
+  Value& value(ValueId id) { return values_.at(id.idx()); }
+  const Node& node(NodeId id) const { return nodes_.at(id.idx()); }
+  Node& node(NodeId id) { return nodes_.at(id.idx()); }
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  // Values kept to the end of the step and returned to the caller (the loss).
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  const std::vector<StateUpdate>& updates() const { return updates_; }
+  size_t num_values() const { return values_.size(); }
+  size_t num_nodes() const { return nodes_.size(); }
+
+  // Lookup by name; invalid id when absent.
+  ValueId find_value(std::string_view name) const;
+  // A name not used by any value or node yet, built from `base`.
+  std::string unique_name(std::string_view base) const;
+
+  // Raw insertion used by the text parser: no shape inference.
+  ValueId add_value_raw(Value value);
+  NodeId add_node_raw(Node node);
+
+ private:
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> outputs_;
+  std::vector<StateUpdate> updates_;
+  std::unordered_map<std::string, int32_t> value_by_name_;
+  std::unordered_map<std::string, int32_t> node_by_name_;
+};
+
+// Checks order (every input is produced earlier), arity, dtypes and shapes
+// (against shape inference), unique names and well-formed updates.
+Status verify_graph(const Graph& graph);
+
+// The text form of a graph: print_graph(parse_graph(s)) == s for every printed graph.
+std::string print_graph(const Graph& graph);
+Result<Graph> parse_graph(std::string_view text);
+
+}  // namespace memfit

@@ -1,0 +1,47 @@
+// Counter-based random numbers (Philox4x32-10, Salmon et al. 2011). A draw is a
+// pure function of (seed, step, stream key, element index): no generator state
+// exists, so a node recomputed later in the step draws the same bits.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace memfit {
+
+inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
+                                          std::array<uint32_t, 2> key) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * counter[0];
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * counter[2];
+    counter = {static_cast<uint32_t>(p1 >> 32) ^ counter[1] ^ key[0], static_cast<uint32_t>(p1),
+               static_cast<uint32_t>(p0 >> 32) ^ counter[3] ^ key[1], static_cast<uint32_t>(p0)};
+    key[0] += kWeyl0;
+    key[1] += kWeyl1;
+  }
+  return counter;
+}
+
+// 32 random bits for element `index` of stream `key` at `step` of the run `seed`.
+inline uint32_t random_bits(uint64_t seed, uint64_t step, uint64_t key, uint64_t index) {
+  const std::array<uint32_t, 4> counter = {
+      static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+      static_cast<uint32_t>(step), static_cast<uint32_t>(key)};
+  const std::array<uint32_t, 2> philox_key = {
+      static_cast<uint32_t>(seed) ^ static_cast<uint32_t>(step >> 32),
+      static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(key >> 32)};
+  return philox4x32(counter, philox_key)[0];
+}
+
+// A uniform float in [0, 1) with 24 random bits.
+inline float random_uniform(uint64_t seed, uint64_t step, uint64_t key, uint64_t index) {
+  return static_cast<float>(random_bits(seed, step, key, index) >> 8) * (1.0f / 16777216.0f);
+}
+
+// Dropout keeps element `index` when its uniform draw is at least p.
+inline bool dropout_keeps(uint64_t seed, uint64_t step, uint64_t key, uint64_t index, float p) {
+  return random_uniform(seed, step, key, index) >= p;
+}
+
+}  // namespace memfit

@@ -1,0 +1,90 @@
+// The op table: for every op of include/memfit/op_list.h its arity, flags,
+// shape inference, gradient rule, in-place pairs, cost and test examples.
+// One family of ops is defined per file (ops_*.cpp); op_table.cpp collects them
+// and checks at start-up that no op of the list is missing.
+#pragma once
+
+#include <vector>
+
+#include "memfit/ir.h"
+
+namespace memfit {
+
+struct GradContext;  // src/autodiff/grad_context.h
+
+struct Cost {
+  double flops = 0;  // arithmetic operations
+  double bytes = 0;  // bytes read and written
+};
+
+// May output `output` be written into the buffer of input `input`? Kernels of
+// ops that list a pair must give correct results when the two pointers alias.
+struct InplacePair {
+  int input = 0;
+  int output = 0;
+};
+
+// How a test fills an input of an example.
+struct InputInit {
+  enum Kind { normal, positive, labels } kind = normal;
+  int64_t classes = 0;  // labels: values in [0, classes)
+};
+
+// A small instance of an op, for the gradient and backend tests.
+struct OpExample {
+  std::vector<TensorType> inputs;
+  Attrs attrs;
+  std::vector<InputInit> init;  // one per input; empty means all normal
+  std::vector<int> wrt;         // inputs to check gradients of; empty means all f32 inputs
+  std::vector<int> of;          // outputs summed into the checked loss; empty means all
+};
+
+using InferFn = Result<std::vector<TensorType>> (*)(const std::vector<TensorType>& inputs,
+                                                    const Attrs& attrs);
+using GradFn = Status (*)(GradContext& ctx);
+using CostFn = Cost (*)(const std::vector<TensorType>& inputs,
+                        const std::vector<TensorType>& outputs, const Attrs& attrs);
+using ExamplesFn = std::vector<OpExample> (*)();
+
+struct OpInfo {
+  OpKind op{};
+  int min_inputs = 0;
+  int max_inputs = 0;     // -1: any number
+  bool stateful = false;  // some outputs are the next value of state (running stats, weights)
+  InferFn infer = nullptr;
+  GradFn grad = nullptr;  // null: not differentiable (gradient and optimizer ops)
+  std::vector<InplacePair> inplace;
+  CostFn cost = nullptr;  // null: one flop per output element, all tensors moved once
+  ExamplesFn examples = nullptr;
+  // For ops without a gradient rule: the differentiable op whose gradient rule
+  // emits this one, so its gradient check covers it (none for optimizer ops).
+  std::vector<OpKind> emitted_by;
+};
+
+const OpInfo& op_info(OpKind op);
+// Shape inference with arity checks; errors say which op and why.
+Result<std::vector<TensorType>> infer_types(OpKind op, const std::vector<TensorType>& inputs,
+                                            const Attrs& attrs);
+Cost op_cost(const Graph& graph, const Node& node);
+
+// Used by the ops_*.cpp files to fill the table.
+class OpTableBuilder {
+ public:
+  void add(OpInfo info);
+  std::vector<OpInfo>& infos() { return infos_; }
+
+ private:
+  std::vector<OpInfo> infos_;
+};
+
+void register_linear_ops(OpTableBuilder& table);       // matmul, linear
+void register_conv_ops(OpTableBuilder& table);         // conv2d and its gradients
+void register_pool_ops(OpTableBuilder& table);         // pooling and its gradients
+void register_norm_ops(OpTableBuilder& table);         // batch norm
+void register_eltwise_ops(OpTableBuilder& table);      // activations, add, sub, mul, scale, dropout
+void register_shape_ops(OpTableBuilder& table);        // reshape, transpose, concat, slice, ...
+void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, cross-entropy
+void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill
+void register_optimizer_ops(OpTableBuilder& table);    // sgd_update, adamw_update
+
+}  // namespace memfit

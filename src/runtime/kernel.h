@@ -1,0 +1,60 @@
+// The kernel and backend interfaces. A backend turns each node into a Kernel
+// once, when a graph is compiled (primitives, descriptors, workspace sizes);
+// running a step only calls Kernel::run with the buffers the engine hands it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "memfit/ir.h"
+
+namespace memfit {
+
+// What a kernel may depend on besides its inputs.
+struct StepContext {
+  uint64_t seed = 0;           // the run's seed (dropout masks)
+  int64_t micro_step = 0;      // forward passes so far (dropout masks)
+  int64_t optimizer_step = 0;  // optimizer updates so far (AdamW bias correction)
+};
+
+struct KernelArgs {
+  std::span<void* const> inputs;   // one buffer per node input, in the backend's layout
+  std::span<void* const> outputs;  // one buffer per node output; may alias an input
+                                   // only where the op table lists that in-place pair
+  void* workspace = nullptr;       // workspace_bytes() bytes, uninitialized
+  StepContext step;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // Scratch memory the kernel needs while it runs; planned as a temporary.
+  virtual size_t workspace_bytes() const { return 0; }
+  virtual void run(const KernelArgs& args) = 0;
+};
+
+// The physical form of a value chosen by a backend, and its exact byte size.
+struct TensorLayout {
+  std::string format = "plain";  // row-major, dense
+  size_t bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool supports(const Graph& graph, const Node& node) const = 0;
+  // The layout of a value; the planner plans these bytes. Default: plain.
+  virtual TensorLayout layout(const Graph& graph, ValueId value) const;
+  virtual Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId node) const = 0;
+};
+
+// Plain loops for every op: the oracle.
+std::unique_ptr<Backend> make_reference_backend();
+// oneDNN kernels where oneDNN has them, reference kernels for the rest.
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace memfit
