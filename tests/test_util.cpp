@@ -1,7 +1,11 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <string>
 
+#include "core/check.h"
 #include "core/random.h"
 
 namespace memfit::testing {
@@ -14,6 +18,71 @@ std::vector<float> random_normal(size_t count, uint64_t seed) {
     const double u2 = random_uniform(seed, 0, 2, i);
     out[i] = static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
   }
+  return out;
+}
+
+std::vector<Words> example_inputs(const OpExample& example, uint64_t seed) {
+  std::vector<Words> out;
+  for (size_t i = 0; i < example.inputs.size(); ++i) {
+    const TensorType& type = example.inputs[i];
+    const InputInit init = i < example.init.size() ? example.init[i] : InputInit{};
+    const auto n = static_cast<size_t>(num_elements(type.shape));
+    Words words(n);
+    const auto normal = random_normal(n, seed * 131 + i);
+    // distinct: rank k of a random key gets (k - n/2) * 0.1 + 0.05.
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return normal[a] < normal[b]; });
+    std::vector<float> distinct(n);
+    for (size_t k = 0; k < n; ++k) {
+      distinct[order[k]] = (static_cast<float>(k) - static_cast<float>(n / 2)) * 0.1f + 0.05f;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      switch (init.kind) {
+        case InputInit::normal:
+          words[k] = as_word(normal[k]);
+          break;
+        case InputInit::positive:
+          words[k] = as_word(0.5f + random_uniform(seed, 1, i, k));
+          break;
+        case InputInit::distinct:
+          words[k] = as_word(distinct[k]);
+          break;
+        case InputInit::labels:
+          words[k] = static_cast<uint32_t>(random_bits(seed, 2, i, k) % init.classes);
+          break;
+      }
+    }
+    out.push_back(std::move(words));
+  }
+  return out;
+}
+
+Graph single_node_graph(OpKind op, const OpExample& example) {
+  Graph graph;
+  std::vector<ValueId> inputs;
+  for (size_t i = 0; i < example.inputs.size(); ++i) {
+    inputs.push_back(graph.add_input("in" + std::to_string(i), example.inputs[i], Role::input));
+  }
+  auto node = graph.add_node(op, inputs, example.attrs, "node");
+  MEMFIT_CHECK(node.is_ok());
+  for (ValueId out : graph.node(*node).outputs) graph.mark_output(out);
+  return graph;
+}
+
+Feeds feeds_for(const std::vector<Words>& inputs) {
+  Feeds feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) feeds["in" + std::to_string(i)] = inputs[i].data();
+  return feeds;
+}
+
+std::vector<std::vector<float>> run_outputs(Executable& exe, const std::vector<Words>& inputs,
+                                            const StepContext& step) {
+  StateStore state;
+  auto result = exe.run(state, feeds_for(inputs), step);
+  MEMFIT_CHECK(result.is_ok());
+  std::vector<std::vector<float>> out;
+  for (ValueId v : exe.graph().outputs()) out.push_back(result->outputs.at(exe.graph().value(v).name));
   return out;
 }
 

@@ -128,8 +128,10 @@ class Graph {
 
   // Lookup by name; invalid id when absent.
   ValueId find_value(std::string_view name) const;
-  // A name not used by any value or node yet, built from `base`.
-  std::string unique_name(std::string_view base) const;
+  // Names not used yet by a value (or a node), built from `base`. Values and
+  // nodes have separate name spaces.
+  std::string unique_value_name(std::string_view base) const;
+  std::string unique_node_name(std::string_view base) const;
 
   // Raw insertion used by the text parser: no shape inference.
   ValueId add_value_raw(Value value);

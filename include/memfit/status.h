@@ -61,8 +61,9 @@ class [[nodiscard]] Result {
   } while (0)
 
 // `MEMFIT_ASSIGN_OR_RETURN(auto x, make_x());` unwraps a Result or returns its error.
+// It expands to several statements: put it in braces after an `if`.
 #define MEMFIT_ASSIGN_OR_RETURN(decl, expr) \
-  MEMFIT_ASSIGN_OR_RETURN_IMPL(MEMFIT_CONCAT(memfit_result_, __LINE__), decl, expr)
+  MEMFIT_ASSIGN_OR_RETURN_IMPL(MEMFIT_CONCAT(memfit_result_, __COUNTER__), decl, expr)
 #define MEMFIT_ASSIGN_OR_RETURN_IMPL(tmp, decl, expr) \
   auto tmp = (expr);                                  \
   if (!tmp.is_ok()) return tmp.status();              \

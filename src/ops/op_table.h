@@ -10,7 +10,7 @@
 
 namespace memfit {
 
-struct GradContext;  // src/autodiff/grad_context.h
+struct GradContext;  // src/ops/grad_context.h
 
 struct Cost {
   double flops = 0;  // arithmetic operations
@@ -26,7 +26,9 @@ struct InplacePair {
 
 // How a test fills an input of an example.
 struct InputInit {
-  enum Kind { normal, positive, labels } kind = normal;
+  // distinct: values 0.1 apart and 0.05 or more away from zero, in random
+  // order, so that a finite difference never crosses a kink (relu, max).
+  enum Kind { normal, positive, labels, distinct } kind = normal;
   int64_t classes = 0;  // labels: values in [0, classes)
 };
 

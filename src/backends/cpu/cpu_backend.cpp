@@ -1,0 +1,89 @@
+// The CPU backend: oneDNN kernels for the compute-heavy ops, the reference
+// kernels for the rest. All kernels are created when a graph is compiled.
+#include <string>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dnnl_util.h"
+
+namespace memfit {
+namespace {
+
+using KernelFactory = std::unique_ptr<Kernel> (*)(const Graph& graph, const Node& node);
+
+// The oneDNN factory of `op`, or null when the reference kernel runs it.
+KernelFactory dnnl_factory(OpKind op) {
+  switch (op) {
+    case OpKind::conv2d:
+    case OpKind::conv2d_grad_input:
+    case OpKind::conv2d_grad_weight:
+      return cpu::make_conv_kernel;
+    case OpKind::max_pool2d:
+    case OpKind::max_pool2d_grad:
+    case OpKind::avg_pool2d:
+    case OpKind::avg_pool2d_grad:
+    case OpKind::global_avg_pool:
+    case OpKind::global_avg_pool_grad:
+      return cpu::make_pool_kernel;
+    case OpKind::batch_norm:
+    case OpKind::batch_norm_grad:
+      return cpu::make_norm_kernel;
+    case OpKind::matmul:
+    case OpKind::linear:
+      return cpu::make_matmul_kernel;
+    case OpKind::relu:
+    case OpKind::relu_grad:
+    case OpKind::gelu:
+    case OpKind::gelu_grad:
+    case OpKind::tanh:
+    case OpKind::tanh_grad:
+    case OpKind::sigmoid:
+    case OpKind::sigmoid_grad:
+    case OpKind::scale:
+      return cpu::make_eltwise_kernel;
+    case OpKind::softmax:
+    case OpKind::softmax_grad:
+    case OpKind::log_softmax:
+    case OpKind::log_softmax_grad:
+      return cpu::make_softmax_kernel;
+    default:
+      return nullptr;
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+
+  // True for the nodes that get a oneDNN kernel; every tensor they touch is f32.
+  bool supports(const Graph& graph, const Node& node) const override {
+    if (dnnl_factory(node.op) == nullptr) return false;
+    for (const ValueId id : node.inputs) {
+      if (graph.value(id).type.dtype != DType::f32) return false;
+    }
+    for (const ValueId id : node.outputs) {
+      if (graph.value(id).type.dtype != DType::f32) return false;
+    }
+    return true;
+  }
+
+  Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId id) const override {
+    const Node& node = graph.node(id);
+    if (!supports(graph, node)) return reference_->make_kernel(graph, id);
+    try {
+      return dnnl_factory(node.op)(graph, node);
+    } catch (const dnnl::error& e) {
+      return Status::error("oneDNN rejected node '" + node.name + "' (" +
+                           std::string(op_name(node.op)) + "): " + e.what() +
+                           "; check its shapes and attributes");
+    }
+  }
+
+ private:
+  std::unique_ptr<Backend> reference_ = make_reference_backend();
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace memfit

@@ -1,0 +1,25 @@
+// The oneDNN kernels of the CPU backend, one factory per family of ops. Each
+// creates its primitives once; it throws dnnl::error when oneDNN rejects the
+// node, which the backend turns into a Status.
+#pragma once
+
+#include <memory>
+
+#include "runtime/kernel.h"
+
+namespace memfit::cpu {
+
+// conv2d, conv2d_grad_input, conv2d_grad_weight
+std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
+// max_pool2d, avg_pool2d, global_avg_pool and their gradients
+std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
+// batch_norm, batch_norm_grad
+std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node);
+// matmul, linear
+std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node);
+// relu, gelu, tanh, sigmoid, their gradients, scale
+std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node);
+// softmax, log_softmax and their gradients
+std::unique_ptr<Kernel> make_softmax_kernel(const Graph& graph, const Node& node);
+
+}  // namespace memfit::cpu

@@ -1,0 +1,99 @@
+// Training-mode batch normalization and its gradient on oneDNN, plus the
+// running-statistics update, which oneDNN does not do.
+#include <variant>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dnnl_util.h"
+#include "core/check.h"
+
+namespace memfit::cpu {
+namespace {
+
+using dnnl::memory;
+
+const dnnl::normalization_flags kFlags =
+    dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+
+dnnl::batch_normalization_forward::primitive_desc forward_pd(const memory::desc& x, float eps) {
+  const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_training, x, eps,
+                                                     kFlags);
+  return {desc, kernel_attr(), engine()};
+}
+
+// Inputs x (N, C, H, W) or (N, C), gamma, beta, running_mean, running_var (C);
+// outputs y (like x), mean, var, new_running_mean, new_running_var (C).
+class BatchNormKernel final : public PrimitiveKernel {
+ public:
+  BatchNormKernel(const Shape& x_shape, const BatchNormAttrs& attrs)
+      : channels_(x_shape[1]),
+        momentum_(attrs.momentum),
+        m_(static_cast<float>(num_elements(x_shape) / x_shape[1])) {
+    const memory::desc x = plain_md(x_shape);
+    const memory::desc c = plain_md({channels_});
+    add(forward_pd(x, attrs.eps),
+        {input_arg(DNNL_ARG_SRC, 0, x), input_arg(DNNL_ARG_SCALE, 1, c),
+         input_arg(DNNL_ARG_SHIFT, 2, c), output_arg(DNNL_ARG_DST, 0, x),
+         output_arg(DNNL_ARG_MEAN, 1, c), output_arg(DNNL_ARG_VARIANCE, 2, c)});
+  }
+
+ private:
+  // The running statistics; oneDNN's variance is biased, the running one is
+  // not: var_unbiased = var m / (m - 1).
+  // Each element is read before it is written, so running and new may alias.
+  void finish(const KernelArgs& args) override {
+    const auto* mean = static_cast<const float*>(args.outputs[1]);
+    const auto* var = static_cast<const float*>(args.outputs[2]);
+    const auto* running_mean = static_cast<const float*>(args.inputs[3]);
+    const auto* running_var = static_cast<const float*>(args.inputs[4]);
+    auto* new_mean = static_cast<float*>(args.outputs[3]);
+    auto* new_var = static_cast<float*>(args.outputs[4]);
+    for (int64_t c = 0; c < channels_; ++c) {
+      new_mean[c] = (1 - momentum_) * running_mean[c] + momentum_ * mean[c];
+      new_var[c] = (1 - momentum_) * running_var[c] + momentum_ * (var[c] * m_ / (m_ - 1));
+    }
+  }
+
+  int64_t channels_;
+  float momentum_;
+  float m_;  // elements per channel: N H W
+};
+
+// dy, x (N, C, H, W) or (N, C), gamma, mean, var (C) -> dx (like x), dgamma, dbeta (C).
+// dx may alias dy: oneDNN's backward batch norm supports it in place.
+std::unique_ptr<Kernel> batch_norm_grad_kernel(const Graph& graph, const Node& node) {
+  const auto& attrs = std::get<BatchNormAttrs>(node.attrs);
+  const Shape& x_shape = input_shape(graph, node, 1);
+  const memory::desc x = plain_md(x_shape);
+  const memory::desc c = plain_md({x_shape[1]});
+  const dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, x, x, attrs.eps,
+                                                      kFlags);
+  const dnnl::batch_normalization_backward::primitive_desc pd(desc, kernel_attr(), engine(),
+                                                              forward_pd(x, attrs.eps));
+  auto kernel = std::make_unique<PrimitiveKernel>();
+  // oneDNN asks for a shift argument whenever use_shift is set (it is what makes
+  // it compute dbeta), but the backward pass never reads beta: gamma's (C)
+  // buffer stands in for it.
+  kernel->add(pd, {input_arg(DNNL_ARG_DIFF_DST, 0, x), input_arg(DNNL_ARG_SRC, 1, x),
+                   input_arg(DNNL_ARG_SCALE, 2, c), input_arg(DNNL_ARG_SHIFT, 2, c),
+                   input_arg(DNNL_ARG_MEAN, 3, c),
+                   input_arg(DNNL_ARG_VARIANCE, 4, c), output_arg(DNNL_ARG_DIFF_SRC, 0, x),
+                   output_arg(DNNL_ARG_DIFF_SCALE, 1, c), output_arg(DNNL_ARG_DIFF_SHIFT, 2, c)});
+  return kernel;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node) {
+  switch (node.op) {
+    case OpKind::batch_norm:
+      return std::make_unique<BatchNormKernel>(input_shape(graph, node, 0),
+                                               std::get<BatchNormAttrs>(node.attrs));
+    case OpKind::batch_norm_grad:
+      return batch_norm_grad_kernel(graph, node);
+    default:
+      MEMFIT_CHECK(false);
+      return nullptr;
+  }
+}
+
+}  // namespace memfit::cpu

@@ -1,0 +1,130 @@
+// Max and average pooling and their gradients on oneDNN pooling primitives.
+// global_avg_pool is average pooling with one H x W window.
+#include <variant>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dnnl_util.h"
+#include "core/check.h"
+
+namespace memfit::cpu {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+
+// Padding is symmetric; oneDNN accepts the floor in the output size. Max
+// pooling never picks padding, and windows never reach past the right padding,
+// so include_pad divides by KH * KW everywhere, as docs/ops.md says.
+struct PoolGeometry {
+  algorithm alg = algorithm::pooling_max;
+  memory::dims kernel;
+  memory::dims strides;
+  memory::dims padding;
+};
+
+// Pool2dAttrs and Pool2dGradAttrs share these fields.
+template <class A>
+PoolGeometry geometry(const A& attrs, bool max) {
+  const algorithm avg = attrs.include_pad ? algorithm::pooling_avg_include_padding
+                                          : algorithm::pooling_avg_exclude_padding;
+  return {max ? algorithm::pooling_max : avg,
+          {attrs.kernel[0], attrs.kernel[1]},
+          {attrs.stride[0], attrs.stride[1]},
+          {attrs.pad[0], attrs.pad[1]}};
+}
+
+// One window over the whole x (N, C, H, W).
+PoolGeometry global_geometry(const Shape& x) {
+  return {algorithm::pooling_avg_exclude_padding, {x[2], x[3]}, {1, 1}, {0, 0}};
+}
+
+dnnl::pooling_forward::primitive_desc forward_pd(dnnl::prop_kind prop, const memory::desc& x,
+                                                 const memory::desc& y, const PoolGeometry& g) {
+  const dnnl::pooling_forward::desc desc(prop, g.alg, x, y, g.strides, g.kernel, g.padding,
+                                         g.padding);
+  return {desc, kernel_attr(), engine()};
+}
+
+// x (N, C, H, W) -> y (N, C, OH, OW).
+std::unique_ptr<Kernel> forward_kernel(const Shape& x_shape, const Shape& y_shape,
+                                       const PoolGeometry& g) {
+  const memory::desc x = plain_md(x_shape);
+  const memory::desc y = plain_md(y_shape);
+  auto kernel = std::make_unique<PrimitiveKernel>();
+  kernel->add(forward_pd(dnnl::prop_kind::forward_inference, x, y, g),
+              {input_arg(DNNL_ARG_SRC, 0, x), output_arg(DNNL_ARG_DST, 0, y)});
+  return kernel;
+}
+
+// Average pooling: dy (N, C, OH, OW) -> dx (N, C, H, W).
+std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& dx_shape,
+                                            const PoolGeometry& g) {
+  const memory::desc dy = plain_md(dy_shape);
+  const memory::desc dx = plain_md(dx_shape);
+  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding,
+                                          g.padding);
+  const dnnl::pooling_backward::primitive_desc pd(
+      desc, kernel_attr(), engine(), forward_pd(dnnl::prop_kind::forward_training, dx, dy, g));
+  auto kernel = std::make_unique<PrimitiveKernel>();
+  kernel->add(pd, {input_arg(DNNL_ARG_DIFF_DST, 0, dy), output_arg(DNNL_ARG_DIFF_SRC, 0, dx)});
+  return kernel;
+}
+
+// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W). The node has no saved
+// indices, so the kernel runs the forward pass again to get oneDNN's workspace
+// (the argmax of each window), then the backward pass.
+std::unique_ptr<Kernel> max_backward_kernel(const Graph& graph, const Node& node) {
+  const PoolGeometry g = geometry(std::get<Pool2dAttrs>(node.attrs), true);
+  const memory::desc dy = plain_md(input_shape(graph, node, 0));
+  const memory::desc x = plain_md(input_shape(graph, node, 1));
+  const memory::desc dx = plain_md(output_shape(graph, node, 0));
+  const auto forward = forward_pd(dnnl::prop_kind::forward_training, x, dy, g);
+  const memory::desc indices = forward.workspace_desc();
+  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding,
+                                          g.padding);
+  const dnnl::pooling_backward::primitive_desc backward(desc, kernel_attr(), engine(), forward);
+
+  auto kernel = std::make_unique<PrimitiveKernel>();
+  // The recomputed y (N, C, OH, OW) is dead before the backward pass writes dx,
+  // so it lives in dx when it fits (it does unless padding grows the output),
+  // which keeps it out of the planned workspace.
+  const ArgBuffer y = dy.get_size() <= dx.get_size()
+                          ? output_arg(DNNL_ARG_DST, 0, dy)
+                          : workspace_arg(DNNL_ARG_DST, kernel->reserve(dy.get_size()), dy);
+  const size_t indices_offset = kernel->reserve(indices.get_size());
+  kernel->add(forward, {input_arg(DNNL_ARG_SRC, 1, x), y,
+                        workspace_arg(DNNL_ARG_WORKSPACE, indices_offset, indices)});
+  kernel->add(backward, {input_arg(DNNL_ARG_DIFF_DST, 0, dy),
+                         workspace_arg(DNNL_ARG_WORKSPACE, indices_offset, indices),
+                         output_arg(DNNL_ARG_DIFF_SRC, 0, dx)});
+  return kernel;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node) {
+  switch (node.op) {
+    case OpKind::max_pool2d:
+      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                            geometry(std::get<Pool2dAttrs>(node.attrs), true));
+    case OpKind::avg_pool2d:
+      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                            geometry(std::get<Pool2dAttrs>(node.attrs), false));
+    case OpKind::global_avg_pool:
+      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                            global_geometry(input_shape(graph, node, 0)));
+    case OpKind::max_pool2d_grad:
+      return max_backward_kernel(graph, node);
+    case OpKind::avg_pool2d_grad:
+      return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                                 geometry(std::get<Pool2dGradAttrs>(node.attrs), false));
+    case OpKind::global_avg_pool_grad:
+      return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                                 global_geometry(output_shape(graph, node, 0)));
+    default:
+      MEMFIT_CHECK(false);
+      return nullptr;
+  }
+}
+
+}  // namespace memfit::cpu

@@ -1,0 +1,103 @@
+#include "backends/cpu/dnnl_util.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace memfit::cpu {
+namespace {
+
+// Regions inside the workspace start on cache lines.
+constexpr size_t kAlignment = 64;
+
+size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+const dnnl::engine& engine() {
+  static const dnnl::engine cpu_engine(dnnl::engine::kind::cpu, 0);
+  return cpu_engine;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream cpu_stream(engine());
+  return cpu_stream;
+}
+
+dnnl::primitive_attr kernel_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
+  return attr;
+}
+
+dnnl::memory::dims to_dims(const Shape& shape) { return {shape.begin(), shape.end()}; }
+
+dnnl::memory::desc plain_md(const Shape& shape) {
+  // A 0-D tensor is one element; oneDNN descriptors have at least one dimension.
+  const Shape dims = shape.empty() ? Shape{1} : shape;
+  dnnl::memory::dims strides(dims.size());
+  int64_t stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  return dnnl::memory::desc(to_dims(dims), dnnl::memory::data_type::f32, strides);
+}
+
+void PrimitiveKernel::add(const dnnl::primitive_desc& pd, const std::vector<ArgBuffer>& args) {
+  Step step{dnnl::primitive(pd), {}, {}};
+  std::vector<ArgBuffer> all = args;
+  const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
+  if (scratchpad.get_size() > 0) {
+    all.push_back({DNNL_ARG_SCRATCHPAD, BufferSource::scratchpad, 0, scratchpad});
+    scratchpad_bytes_ = std::max(scratchpad_bytes_, scratchpad.get_size());
+  }
+  for (const ArgBuffer& arg : all) {
+    dnnl::memory memory(arg.desc, engine(), DNNL_MEMORY_NONE);
+    step.args.emplace(arg.arg, memory);
+    step.bound.push_back({arg.source, arg.index, memory});
+  }
+  steps_.push_back(std::move(step));
+}
+
+size_t PrimitiveKernel::reserve(size_t bytes) {
+  const size_t offset = align_up(reserved_end_);
+  reserved_end_ = offset + bytes;
+  return offset;
+}
+
+size_t PrimitiveKernel::scratchpad_offset() const { return align_up(reserved_end_); }
+
+size_t PrimitiveKernel::workspace_bytes() const {
+  return scratchpad_bytes_ > 0 ? scratchpad_offset() + scratchpad_bytes_ : reserved_end_;
+}
+
+void* PrimitiveKernel::buffer(const Bound& bound, const KernelArgs& args) const {
+  switch (bound.source) {
+    case BufferSource::input:
+      return args.inputs[bound.index];
+    case BufferSource::output:
+      return args.outputs[bound.index];
+    case BufferSource::workspace:
+      return static_cast<std::byte*>(args.workspace) + bound.index;
+    case BufferSource::scratchpad:
+      return static_cast<std::byte*>(args.workspace) + scratchpad_offset();
+  }
+  MEMFIT_CHECK(false);
+  return nullptr;
+}
+
+void PrimitiveKernel::run(const KernelArgs& args) {
+  MEMFIT_CHECK(args.workspace != nullptr || workspace_bytes() == 0);
+  for (Step& step : steps_) {
+    for (const Bound& bound : step.bound) bound.memory.set_data_handle(buffer(bound, args));
+    step.primitive.execute(stream(), step.args);
+  }
+  stream().wait();
+  finish(args);
+}
+
+void PrimitiveKernel::finish(const KernelArgs&) {}
+
+}  // namespace memfit::cpu

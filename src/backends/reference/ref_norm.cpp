@@ -1,0 +1,119 @@
+// Reference kernels of batch normalization (training mode) and its gradient.
+// x is (N, C, H, W) or (N, C); a channel's m = N H W elements are visited as
+// (n, s) with s over the S = H W spatial positions (S = 1 for 2-D x).
+#include <cmath>
+
+#include "backends/reference/ref_ops.h"
+#include "backends/reference/ref_util.h"
+
+namespace memfit {
+namespace {
+
+struct ChannelView {
+  int64_t n, c, spatial;
+  int64_t m() const { return n * spatial; }
+  size_t at(int64_t in, int64_t ch, int64_t s) const {
+    return static_cast<size_t>((in * c + ch) * spatial + s);
+  }
+};
+
+ChannelView channel_view(const Shape& x) {
+  MEMFIT_CHECK(x.size() == 2 || x.size() == 4);
+  return {x[0], x[1], dims_product(x, 2, x.size())};
+}
+
+}  // namespace
+
+// Outputs: y (like x), mean (C), var (C, biased), new_running_mean (C), new_running_var (C).
+void ref_batch_norm(const RefCall& call) {
+  const auto& attrs = call.attrs<BatchNormAttrs>();
+  const ChannelView v = channel_view(call.in[0].shape);
+  // The running variance is updated with the unbiased estimate var m / (m - 1),
+  // which needs two elements per channel; shape inference rejects m = 1.
+  MEMFIT_CHECK(v.m() > 1);
+  const double m = static_cast<double>(v.m());
+  const double momentum = attrs.momentum;
+  const float* x = call.in_f32(0);             // (N, C, ...)
+  const float* gamma = call.in_f32(1);         // (C)
+  const float* beta = call.in_f32(2);          // (C)
+  const float* running_mean = call.in_f32(3);  // (C)
+  const float* running_var = call.in_f32(4);   // (C)
+  float* y = call.out_f32(0);                  // (N, C, ...)
+  float* mean_out = call.out_f32(1);           // (C)
+  float* var_out = call.out_f32(2);            // (C)
+  float* new_running_mean = call.out_f32(3);   // (C)
+  float* new_running_var = call.out_f32(4);    // (C)
+  for (int64_t ch = 0; ch < v.c; ++ch) {
+    // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2,
+    // which cancels catastrophically when the mean is large.
+    double sum = 0.0;
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) sum += x[v.at(in, ch, s)];
+    }
+    const double mean = sum / m;
+    double square_sum = 0.0;
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const double d = x[v.at(in, ch, s)] - mean;
+        square_sum += d * d;
+      }
+    }
+    const double var = square_sum / m;
+    const double inv_std = 1.0 / std::sqrt(var + static_cast<double>(attrs.eps));
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const size_t at = v.at(in, ch, s);
+        y[at] = static_cast<float>(gamma[ch] * (x[at] - mean) * inv_std + beta[ch]);
+      }
+    }
+    mean_out[ch] = static_cast<float>(mean);
+    var_out[ch] = static_cast<float>(var);
+    new_running_mean[ch] =
+        static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
+    new_running_var[ch] =
+        static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * var * m / (m - 1.0));
+  }
+}
+
+// With xhat = (x - mean) / sqrt(var + eps), per channel:
+//   dbeta = sum dy, dgamma = sum dy xhat,
+//   dx = gamma / sqrt(var + eps) (dy - dbeta / m - xhat dgamma / m).
+// dx may alias dy: a channel's sums are complete before any of its dx is written,
+// and dx of a channel overwrites only that channel's dy.
+void ref_batch_norm_grad(const RefCall& call) {
+  const auto& attrs = call.attrs<BatchNormAttrs>();
+  const ChannelView v = channel_view(call.in[1].shape);
+  const double m = static_cast<double>(v.m());
+  const float* dy = call.in_f32(0);     // (N, C, ...)
+  const float* x = call.in_f32(1);      // (N, C, ...)
+  const float* gamma = call.in_f32(2);  // (C)
+  const float* mean = call.in_f32(3);   // (C)
+  const float* var = call.in_f32(4);    // (C)
+  float* dx = call.out_f32(0);          // (N, C, ...), may be dy
+  float* dgamma = call.out_f32(1);      // (C)
+  float* dbeta = call.out_f32(2);       // (C)
+  for (int64_t ch = 0; ch < v.c; ++ch) {
+    const double inv_std = 1.0 / std::sqrt(static_cast<double>(var[ch]) + attrs.eps);
+    double sum_dy = 0.0;
+    double sum_dy_xhat = 0.0;
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const size_t at = v.at(in, ch, s);
+        sum_dy += dy[at];
+        sum_dy_xhat += dy[at] * ((x[at] - static_cast<double>(mean[ch])) * inv_std);
+      }
+    }
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const size_t at = v.at(in, ch, s);
+        const double xhat = (x[at] - static_cast<double>(mean[ch])) * inv_std;
+        dx[at] = static_cast<float>(gamma[ch] * inv_std *
+                                    (dy[at] - sum_dy / m - xhat * sum_dy_xhat / m));
+      }
+    }
+    dgamma[ch] = static_cast<float>(sum_dy_xhat);
+    dbeta[ch] = static_cast<float>(sum_dy);
+  }
+}
+
+}  // namespace memfit

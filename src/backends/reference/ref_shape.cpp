@@ -1,0 +1,123 @@
+// Reference kernels of the data-movement ops. They only copy elements, so they
+// work on bytes and serve every dtype (f32 activations, i32 labels alike).
+#include <cstring>
+
+#include "backends/reference/ref_ops.h"
+#include "backends/reference/ref_util.h"
+
+namespace memfit {
+namespace {
+
+const char* in_bytes(const RefCall& call, size_t i) {
+  return static_cast<const char*>(call.args.inputs[i]);
+}
+char* out_bytes(const RefCall& call, size_t i) { return static_cast<char*>(call.args.outputs[i]); }
+
+// Copies `count` elements of `elem` bytes; element counts become byte counts here only.
+void copy_elements(char* dst, const char* src, int64_t count, size_t elem) {
+  std::memcpy(dst, src, static_cast<size_t>(count) * elem);
+}
+
+}  // namespace
+
+// The elements are already in row-major order; only the shape changes. In place,
+// the buffers are the same and there is nothing to do.
+void ref_reshape(const RefCall& call) {
+  const char* x = in_bytes(call, 0);
+  char* y = out_bytes(call, 0);
+  if (x == y) return;
+  copy_elements(y, x, num_elements(call.out[0].shape), dtype_size(call.out[0].dtype));
+}
+
+void ref_broadcast_to(const RefCall& call) {
+  const Shape& y_shape = call.out[0].shape;
+  const std::vector<int64_t> x_strides = broadcast_strides(call.in[0].shape, y_shape);
+  const size_t elem = dtype_size(call.out[0].dtype);
+  const int64_t count = num_elements(y_shape);
+  const char* x = in_bytes(call, 0);
+  char* y = out_bytes(call, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    copy_elements(y + static_cast<size_t>(i) * elem,
+                  x + static_cast<size_t>(strided_offset(i, y_shape, x_strides)) * elem, 1, elem);
+  }
+}
+
+// y[c_0, ..., c_r] = x at coordinate c_i along dimension perm[i]: dimension i of
+// y walks x with stride x_strides[perm[i]].
+void ref_transpose(const RefCall& call) {
+  const std::vector<int64_t>& perm = call.attrs<PermAttrs>().perm;
+  const Shape& y_shape = call.out[0].shape;
+  MEMFIT_CHECK(perm.size() == y_shape.size() && call.in[0].shape.size() == y_shape.size());
+  const std::vector<int64_t> x_strides = row_major_strides(call.in[0].shape);
+  std::vector<int64_t> strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) strides[i] = x_strides[static_cast<size_t>(perm[i])];
+  const size_t elem = dtype_size(call.out[0].dtype);
+  const int64_t count = num_elements(y_shape);
+  const char* x = in_bytes(call, 0);
+  char* y = out_bytes(call, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    copy_elements(y + static_cast<size_t>(i) * elem,
+                  x + static_cast<size_t>(strided_offset(i, y_shape, strides)) * elem, 1, elem);
+  }
+}
+
+// Seen as (outer, len, inner) around the axis, each input contributes a block of
+// len_k * inner elements to every outer row of y, after the blocks of the inputs before it.
+void ref_concat(const RefCall& call) {
+  const int64_t axis = call.attrs<AxisAttrs>().axis;
+  const AxisView y_view = axis_view(call.out[0].shape, axis);
+  const size_t elem = dtype_size(call.out[0].dtype);
+  char* y = out_bytes(call, 0);
+  int64_t y_start = 0;  // where input k starts along the axis of y
+  for (size_t k = 0; k < call.in.size(); ++k) {
+    const AxisView x_view = axis_view(call.in[k].shape, axis);
+    MEMFIT_CHECK(x_view.outer == y_view.outer && x_view.inner == y_view.inner);
+    const int64_t block = x_view.len * x_view.inner;
+    const char* x = in_bytes(call, k);
+    for (int64_t o = 0; o < y_view.outer; ++o) {
+      copy_elements(y + static_cast<size_t>((o * y_view.len + y_start) * y_view.inner) * elem,
+                    x + static_cast<size_t>(o * block) * elem, block, elem);
+    }
+    y_start += x_view.len;
+  }
+  MEMFIT_CHECK(y_start == y_view.len);
+}
+
+// y holds elements [start, start + len_y) along the axis of x.
+void ref_slice(const RefCall& call) {
+  const auto& attrs = call.attrs<SliceAttrs>();
+  const AxisView x_view = axis_view(call.in[0].shape, attrs.axis);
+  const AxisView y_view = axis_view(call.out[0].shape, attrs.axis);
+  MEMFIT_CHECK(attrs.start >= 0 && attrs.end - attrs.start == y_view.len &&
+               attrs.end <= x_view.len);
+  const int64_t block = y_view.len * y_view.inner;
+  const size_t elem = dtype_size(call.out[0].dtype);
+  const char* x = in_bytes(call, 0);
+  char* y = out_bytes(call, 0);
+  for (int64_t o = 0; o < x_view.outer; ++o) {
+    copy_elements(y + static_cast<size_t>(o * block) * elem,
+                  x + static_cast<size_t>((o * x_view.len + attrs.start) * x_view.inner) * elem,
+                  block, elem);
+  }
+}
+
+// dx is zero outside [start, end) along the axis and dy inside it.
+void ref_slice_grad(const RefCall& call) {
+  const auto& attrs = call.attrs<SliceAttrs>();
+  const AxisView dy_view = axis_view(call.in[0].shape, attrs.axis);
+  const AxisView dx_view = axis_view(call.out[0].shape, attrs.axis);
+  MEMFIT_CHECK(attrs.start >= 0 && attrs.end - attrs.start == dy_view.len &&
+               attrs.end <= dx_view.len);
+  const int64_t block = dy_view.len * dy_view.inner;
+  const size_t elem = dtype_size(call.out[0].dtype);
+  const char* dy = in_bytes(call, 0);
+  char* dx = out_bytes(call, 0);
+  // All-zero bytes are 0.0f and 0 alike.
+  std::memset(dx, 0, static_cast<size_t>(num_elements(call.out[0].shape)) * elem);
+  for (int64_t o = 0; o < dx_view.outer; ++o) {
+    copy_elements(dx + static_cast<size_t>((o * dx_view.len + attrs.start) * dx_view.inner) * elem,
+                  dy + static_cast<size_t>(o * block) * elem, block, elem);
+  }
+}
+
+}  // namespace memfit

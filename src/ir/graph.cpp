@@ -1,0 +1,185 @@
+#include <algorithm>
+#include <sstream>
+
+#include "core/check.h"
+#include "memfit/ir.h"
+#include "ops/op_table.h"
+
+namespace memfit {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+    case DType::i32:
+      return 4;
+  }
+  MEMFIT_CHECK(false);
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return "f32";
+    case DType::i32:
+      return "i32";
+  }
+  MEMFIT_CHECK(false);
+  return "";
+}
+
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::input:
+      return "input";
+    case Role::label:
+      return "label";
+    case Role::parameter:
+      return "parameter";
+    case Role::optimizer_state:
+      return "optimizer_state";
+    case Role::state:
+      return "state";
+    case Role::activation:
+      return "activation";
+    case Role::gradient:
+      return "gradient";
+    case Role::temporary:
+      return "temporary";
+  }
+  MEMFIT_CHECK(false);
+  return "";
+}
+
+bool is_persistent(Role role) {
+  return role == Role::parameter || role == Role::optimizer_state || role == Role::state;
+}
+
+namespace {
+
+constexpr std::string_view kOpNames[] = {
+#define MEMFIT_OP_NAME(id, attrs) #id,
+    MEMFIT_OPS(MEMFIT_OP_NAME)
+#undef MEMFIT_OP_NAME
+};
+
+}  // namespace
+
+std::string_view op_name(OpKind op) {
+  MEMFIT_CHECK(static_cast<int>(op) < kNumOps);
+  return kOpNames[static_cast<int>(op)];
+}
+
+Result<OpKind> op_from_name(std::string_view name) {
+  for (int i = 0; i < kNumOps; ++i) {
+    if (kOpNames[i] == name) return static_cast<OpKind>(i);
+  }
+  return Status::error("unknown op '" + std::string(name) + "' (docs/ops.md lists the ops)");
+}
+
+Attrs default_attrs(OpKind op) {
+  switch (op) {
+#define MEMFIT_OP_ATTRS(id, attrs) \
+  case OpKind::id:                 \
+    return attrs{};
+    MEMFIT_OPS(MEMFIT_OP_ATTRS)
+#undef MEMFIT_OP_ATTRS
+  }
+  MEMFIT_CHECK(false);
+  return NoAttrs{};
+}
+
+int64_t num_elements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? "," : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+ValueId Graph::add_input(std::string name, TensorType type, Role role) {
+  MEMFIT_CHECK(!value_by_name_.count(name));
+  Value value;
+  value.name = std::move(name);
+  value.type = std::move(type);
+  value.role = role;
+  return add_value_raw(std::move(value));
+}
+
+Result<NodeId> Graph::add_node(OpKind op, std::vector<ValueId> inputs, Attrs attrs,
+                               std::string name, Role output_role) {
+  std::vector<TensorType> input_types;
+  for (ValueId id : inputs) {
+    if (!id.valid() || id.idx() >= values_.size()) {
+      return Status::error("node '" + name + "' (" + std::string(op_name(op)) +
+                           "): an input is not a value of this graph");
+    }
+    input_types.push_back(values_[id.idx()].type);
+  }
+  auto types = infer_types(op, input_types, attrs);
+  if (!types) return Status::error("node '" + name + "': " + types.message());
+  Node node;
+  node.op = op;
+  node.name = unique_node_name(name);
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  const NodeId id(static_cast<int32_t>(nodes_.size()));
+  for (size_t i = 0; i < types->size(); ++i) {
+    Value value;
+    value.name = unique_value_name(types->size() == 1 ? node.name : node.name + "." + std::to_string(i));
+    value.type = std::move((*types)[i]);
+    value.role = output_role;
+    value.producer = id;
+    value.output_index = static_cast<int>(i);
+    node.outputs.push_back(add_value_raw(std::move(value)));
+  }
+  return add_node_raw(std::move(node));
+}
+
+ValueId Graph::find_value(std::string_view name) const {
+  auto it = value_by_name_.find(std::string(name));
+  return it == value_by_name_.end() ? ValueId() : ValueId(it->second);
+}
+
+namespace {
+
+std::string first_free(std::string_view base,
+                       const std::unordered_map<std::string, int32_t>& taken) {
+  std::string name(base);
+  for (int suffix = 1; taken.count(name); ++suffix) {
+    name = std::string(base) + "_" + std::to_string(suffix);
+  }
+  return name;
+}
+
+}  // namespace
+
+std::string Graph::unique_value_name(std::string_view base) const {
+  return first_free(base, value_by_name_);
+}
+
+std::string Graph::unique_node_name(std::string_view base) const {
+  return first_free(base, node_by_name_);
+}
+
+ValueId Graph::add_value_raw(Value value) {
+  const ValueId id(static_cast<int32_t>(values_.size()));
+  value_by_name_.emplace(value.name, id.index);
+  values_.push_back(std::move(value));
+  return id;
+}
+
+NodeId Graph::add_node_raw(Node node) {
+  const NodeId id(static_cast<int32_t>(nodes_.size()));
+  node_by_name_.emplace(node.name, id.index);
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+}  // namespace memfit

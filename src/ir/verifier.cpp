@@ -1,0 +1,204 @@
+// The graph verifier. It runs after every pass in debug builds and on every
+// parsed text, so it must accept any Graph object without crashing, however
+// broken, and report the first broken invariant with the node or value it
+// concerns. The invariants:
+//   1. names are unique (values and nodes have separate name spaces);
+//   2. a value's dimensions are non-negative and its size fits in int64;
+//   3. a value with a producer is listed by that node at its output index, and
+//      a graph input (no producer) has output index -1;
+//   4. nodes are in topological order: every input is a graph input or is
+//      produced by an earlier node;
+//   5. each node's arity is within its op's, its attributes are the op's
+//      struct, and its output types are what shape inference gives;
+//   6. graph outputs are values of the graph;
+//   7. an update replaces a persistent graph input (parameter, optimizer state,
+//      state) by a value of the same type, and no state is updated twice.
+// Cost: O(values + nodes + edges), plus one shape inference per node.
+#include <string>
+#include <unordered_set>
+
+#include "memfit/ir.h"
+#include "ops/op_table.h"
+
+namespace memfit {
+namespace {
+
+// Sizes up to this many elements keep byte sizes (at most 16 bytes per
+// element) inside int64, so num_elements and Value::bytes cannot overflow.
+constexpr int64_t kMaxElements = INT64_MAX / 16;
+
+std::string type_string(const TensorType& type) {
+  return std::string(dtype_name(type.dtype)) + shape_string(type.shape);
+}
+
+std::string node_label(const Node& node) {
+  return "node '" + node.name + "' (" + std::string(op_name(node.op)) + ")";
+}
+
+bool in_range(const Graph& graph, ValueId id) {
+  return id.valid() && id.idx() < graph.num_values();
+}
+
+std::string ref(const Graph& graph, ValueId id) {
+  if (in_range(graph, id)) return "%" + graph.value(id).name;
+  return "value id " + std::to_string(id.index) + " (not a value of the graph)";
+}
+
+Status check_values(const Graph& graph) {
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < graph.num_values(); ++i) {
+    const ValueId id(static_cast<int32_t>(i));
+    const Value& value = graph.value(id);
+    const std::string label = "value %" + value.name;
+    if (!names.insert(value.name).second) return Status::error(label + " is defined twice");
+    int64_t elements = 1;
+    for (int64_t dim : value.type.shape) {
+      if (dim < 0) {
+        return Status::error(label + " has a negative dimension: " + type_string(value.type));
+      }
+      if (dim > 0 && elements > kMaxElements / dim) {
+        return Status::error(label + " is too large: " + type_string(value.type));
+      }
+      elements *= dim;
+    }
+    if (!value.producer.valid()) {
+      if (value.output_index != -1) {
+        return Status::error(label + " has no producer (a graph input) but output index " +
+                             std::to_string(value.output_index) + " instead of -1");
+      }
+      continue;
+    }
+    if (value.producer.idx() >= graph.num_nodes()) {
+      return Status::error(label + " has producer id " + std::to_string(value.producer.index) +
+                           ", which is not a node of the graph");
+    }
+    const Node& producer = graph.node(value.producer);
+    const size_t index = static_cast<size_t>(value.output_index);
+    if (value.output_index < 0 || index >= producer.outputs.size() ||
+        producer.outputs[index] != id) {
+      return Status::error(label + " names " + node_label(producer) + " as its producer, output " +
+                           std::to_string(value.output_index) +
+                           ", but the node does not list it there");
+    }
+  }
+  return Status::ok();
+}
+
+Status check_node(const Graph& graph, NodeId id) {
+  const Node& node = graph.node(id);
+  const std::string label = node_label(node);
+  const OpInfo& info = op_info(node.op);
+  const int arity = static_cast<int>(node.inputs.size());
+  if (arity < info.min_inputs || (info.max_inputs >= 0 && arity > info.max_inputs)) {
+    std::string expected = std::to_string(info.min_inputs);
+    if (info.max_inputs < 0) expected = "at least " + expected;
+    if (info.max_inputs > info.min_inputs) expected += " to " + std::to_string(info.max_inputs);
+    return Status::error(label + " has " + std::to_string(arity) + " inputs, expected " + expected);
+  }
+  const size_t expected_attrs = default_attrs(node.op).index();
+  if (node.attrs.index() != expected_attrs) {
+    return Status::error(label + " has attributes of the wrong kind: alternative " +
+                         std::to_string(node.attrs.index()) + " of Attrs, the op's is " +
+                         std::to_string(expected_attrs));
+  }
+
+  std::vector<TensorType> input_types;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const ValueId input = node.inputs[i];
+    if (!in_range(graph, input)) {
+      return Status::error(label + ": input " + std::to_string(i) + " is " + ref(graph, input));
+    }
+    const Value& value = graph.value(input);
+    // check_values has made sure that a valid producer is a node of the graph.
+    if (value.producer.valid() && !(value.producer < id)) {
+      return Status::error(label + ": input " + std::to_string(i) + " (%" + value.name +
+                           ") is produced by node '" + graph.node(value.producer).name +
+                           "', which does not come before it (nodes must be in topological order)");
+    }
+    input_types.push_back(value.type);
+  }
+
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    const ValueId output = node.outputs[i];
+    if (!in_range(graph, output)) {
+      return Status::error(label + ": output " + std::to_string(i) + " is " + ref(graph, output));
+    }
+    const Value& value = graph.value(output);
+    if (value.producer != id || value.output_index != static_cast<int>(i)) {
+      return Status::error(label + ": output " + std::to_string(i) + " (%" + value.name +
+                           ") does not name the node as its producer at output index " +
+                           std::to_string(i));
+    }
+  }
+
+  const Result<std::vector<TensorType>> types = infer_types(node.op, input_types, node.attrs);
+  if (!types) return Status::error(label + ": " + types.message());
+  if (types->size() != node.outputs.size()) {
+    return Status::error(label + " has " + std::to_string(node.outputs.size()) +
+                         " outputs; shape inference gives " + std::to_string(types->size()));
+  }
+  for (size_t i = 0; i < types->size(); ++i) {
+    const Value& value = graph.value(node.outputs[i]);
+    if (value.type != (*types)[i]) {
+      return Status::error(label + ": output " + std::to_string(i) + " (%" + value.name +
+                           ") has type " + type_string(value.type) + ", expected " +
+                           type_string((*types)[i]));
+    }
+  }
+  return Status::ok();
+}
+
+Status check_updates(const Graph& graph) {
+  std::unordered_set<int32_t> updated;
+  for (const StateUpdate& update : graph.updates()) {
+    const std::string label =
+        "update " + ref(graph, update.state) + " <- " + ref(graph, update.next);
+    if (!in_range(graph, update.state) || !in_range(graph, update.next)) {
+      return Status::error(label + ": both sides must be values of the graph");
+    }
+    const Value& state = graph.value(update.state);
+    const Value& next = graph.value(update.next);
+    if (state.producer.valid()) {
+      return Status::error(label + ": %" + state.name + " is produced by node '" +
+                           graph.node(state.producer).name +
+                           "'; only graph inputs carry state across steps");
+    }
+    if (!is_persistent(state.role)) {
+      return Status::error(label + ": %" + state.name + " has role " +
+                           std::string(role_name(state.role)) +
+                           ", which does not persist across steps (parameter, optimizer_state "
+                           "and state do)");
+    }
+    if (next.type != state.type) {
+      return Status::error(label + ": %" + next.name + " has type " + type_string(next.type) +
+                           ", the state " + type_string(state.type));
+    }
+    if (!updated.insert(update.state.index).second) {
+      return Status::error(label + ": %" + state.name + " is updated twice");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status verify_graph(const Graph& graph) {
+  MEMFIT_RETURN_IF_ERROR(check_values(graph));
+  std::unordered_set<std::string_view> node_names;
+  for (size_t i = 0; i < graph.num_nodes(); ++i) {
+    const NodeId id(static_cast<int32_t>(i));
+    if (!node_names.insert(graph.node(id).name).second) {
+      return Status::error("node '" + graph.node(id).name + "' is defined twice");
+    }
+    MEMFIT_RETURN_IF_ERROR(check_node(graph, id));
+  }
+  for (size_t i = 0; i < graph.outputs().size(); ++i) {
+    const ValueId id = graph.outputs()[i];
+    if (!in_range(graph, id)) {
+      return Status::error("graph output " + std::to_string(i) + " is " + ref(graph, id));
+    }
+  }
+  return check_updates(graph);
+}
+
+}  // namespace memfit

@@ -1,0 +1,83 @@
+#include "ops/op_table.h"
+
+#include <array>
+#include <string>
+
+#include "core/check.h"
+
+namespace memfit {
+
+void OpTableBuilder::add(OpInfo info) { infos_.push_back(std::move(info)); }
+
+namespace {
+
+// Built once: every family registers its ops; every op of the list must be present once.
+const std::array<OpInfo, kNumOps>& table() {
+  static const std::array<OpInfo, kNumOps> instance = [] {
+    OpTableBuilder builder;
+    register_linear_ops(builder);
+    register_conv_ops(builder);
+    register_pool_ops(builder);
+    register_norm_ops(builder);
+    register_eltwise_ops(builder);
+    register_shape_ops(builder);
+    register_softmax_ops(builder);
+    register_reduce_ops(builder);
+    register_optimizer_ops(builder);
+    std::array<OpInfo, kNumOps> by_op;
+    std::array<bool, kNumOps> seen{};
+    for (OpInfo& info : builder.infos()) {
+      const auto index = static_cast<size_t>(info.op);
+      MEMFIT_CHECK(index < by_op.size() && !seen[index]);
+      MEMFIT_CHECK(info.infer != nullptr && info.examples != nullptr);
+      seen[index] = true;
+      by_op[index] = std::move(info);
+    }
+    for (bool s : seen) MEMFIT_CHECK(s);
+    return by_op;
+  }();
+  return instance;
+}
+
+}  // namespace
+
+const OpInfo& op_info(OpKind op) { return table().at(static_cast<size_t>(op)); }
+
+Result<std::vector<TensorType>> infer_types(OpKind op, const std::vector<TensorType>& inputs,
+                                            const Attrs& attrs) {
+  const OpInfo& info = op_info(op);
+  const std::string name(op_name(op));
+  const auto n = static_cast<int>(inputs.size());
+  if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs)) {
+    const std::string expected =
+        info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
+        : info.min_inputs == info.max_inputs
+            ? std::to_string(info.min_inputs)
+            : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+    return Status::error(name + " takes " + expected + " inputs, got " + std::to_string(n));
+  }
+  if (attrs.index() != default_attrs(op).index()) {
+    return Status::error(name + " was given the attributes of another op");
+  }
+  auto types = info.infer(inputs, attrs);
+  if (!types) return Status::error(name + ": " + types.message());
+  return types;
+}
+
+Cost op_cost(const Graph& graph, const Node& node) {
+  std::vector<TensorType> in, out;
+  for (ValueId v : node.inputs) in.push_back(graph.value(v).type);
+  for (ValueId v : node.outputs) out.push_back(graph.value(v).type);
+  const OpInfo& info = op_info(node.op);
+  if (info.cost) return info.cost(in, out, node.attrs);
+  Cost cost;
+  for (const TensorType& t : out) cost.flops += static_cast<double>(num_elements(t.shape));
+  for (const auto* list : {&in, &out}) {
+    for (const TensorType& t : *list) {
+      cost.bytes += static_cast<double>(num_elements(t.shape)) * dtype_size(t.dtype);
+    }
+  }
+  return cost;
+}
+
+}  // namespace memfit

@@ -1,0 +1,79 @@
+#include "ops/op_util.h"
+
+#include <algorithm>
+
+namespace memfit::ops {
+
+Status expect_f32(const TensorType& type, int rank, const char* what) {
+  if (type.dtype != DType::f32) {
+    return type_error(std::string(what) + " must be f32, got " + std::string(dtype_name(type.dtype)));
+  }
+  if (rank >= 0 && type.shape.size() != static_cast<size_t>(rank)) {
+    return type_error(std::string(what) + " must have rank " + std::to_string(rank) + ", got " +
+                      shape_string(type.shape));
+  }
+  for (int64_t d : type.shape) {
+    if (d <= 0) return type_error(std::string(what) + " has a non-positive dimension " + shape_string(type.shape));
+  }
+  return Status::ok();
+}
+
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      return type_error("shapes " + shape_string(a) + " and " + shape_string(b) +
+                        " do not broadcast");
+    }
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+bool broadcasts_to(const Shape& from, const Shape& to) {
+  auto shape = broadcast_shapes(from, to);
+  return shape && *shape == to;
+}
+
+Result<int64_t> normalize_axis(int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    return type_error("axis " + std::to_string(axis) + " is out of range for rank " +
+                      std::to_string(r));
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
+int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
+  return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+}
+
+Result<Types> same_as_input(const Types& in, const Attrs&) {
+  MEMFIT_RETURN_IF_ERROR(expect_f32(in[0], -1, "the input"));
+  return Types{in[0]};
+}
+
+Result<Types> same_as_all_inputs(const Types& in, const Attrs&) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    MEMFIT_RETURN_IF_ERROR(expect_f32(in[i], -1, "every input"));
+    if (in[i].shape != in[0].shape) {
+      return type_error("inputs must have the same shape, got " + shape_string(in[0].shape) +
+                        " and " + shape_string(in[i].shape));
+    }
+  }
+  return Types{in[0]};
+}
+
+TensorType f32(Shape shape) { return TensorType{std::move(shape), DType::f32}; }
+
+OpExample example(std::vector<TensorType> inputs, Attrs attrs) {
+  OpExample ex;
+  ex.inputs = std::move(inputs);
+  ex.attrs = std::move(attrs);
+  return ex;
+}
+
+}  // namespace memfit::ops

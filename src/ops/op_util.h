@@ -1,0 +1,35 @@
+// Helpers shared by the op families: type checks, broadcasting, axes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "memfit/ir.h"
+#include "ops/op_table.h"
+
+namespace memfit::ops {
+
+using Types = std::vector<TensorType>;
+
+inline Status type_error(const std::string& what) { return Status::error(what); }
+
+// Error unless `type` is f32 with the given rank (-1: any rank).
+Status expect_f32(const TensorType& type, int rank, const char* what);
+// NumPy broadcasting of two shapes; an error says which dimensions disagree.
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+// True when `from` broadcasts to `to` by NumPy rules.
+bool broadcasts_to(const Shape& from, const Shape& to);
+// An axis in [-rank, rank) made non-negative; error if out of range.
+Result<int64_t> normalize_axis(int64_t axis, size_t rank);
+// Output size of a sliding window: (in + 2 pad - dilation (k - 1) - 1) / stride + 1.
+int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation);
+
+// Common shape rules.
+Result<Types> same_as_input(const Types& in, const Attrs&);  // one f32 output like input 0
+Result<Types> same_as_all_inputs(const Types& in, const Attrs&);  // inputs agree; output like them
+
+// A few examples share these shapes.
+TensorType f32(Shape shape);
+OpExample example(std::vector<TensorType> inputs, Attrs attrs = NoAttrs{});
+
+}  // namespace memfit::ops

@@ -1,0 +1,125 @@
+// Batch normalization in training mode. The op is stateful: its outputs 3 and 4
+// are the next running statistics, which the model builder registers as updates
+// of its running-statistics inputs. A recomputed clone of the node produces
+// them again, but only the original's outputs are registered, so the state is
+// updated once per step.
+#include "ops/grad_context.h"
+#include "ops/op_util.h"
+
+namespace memfit {
+namespace {
+
+using ops::Types;
+
+Status expect_channels(const TensorType& t, int64_t channels, const char* what) {
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(t, 1, what));
+  if (t.shape[0] != channels) {
+    return Status::error(std::string(what) + " must have " + std::to_string(channels) +
+                         " elements, got " + shape_string(t.shape));
+  }
+  return Status::ok();
+}
+
+Result<int64_t> channels_of(const TensorType& x) {
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(x, -1, "x"));
+  if (x.shape.size() != 2 && x.shape.size() != 4) {
+    return Status::error("x must be (N, C) or (N, C, H, W), got " + shape_string(x.shape));
+  }
+  if (num_elements(x.shape) / x.shape[1] < 2) {
+    return Status::error("batch statistics need at least 2 values per channel, x is " +
+                         shape_string(x.shape));
+  }
+  return x.shape[1];
+}
+
+// (x, gamma, beta, running_mean, running_var) -> (y, mean, var, new_running_mean, new_running_var)
+Result<Types> infer_batch_norm(const Types& in, const Attrs&) {
+  MEMFIT_ASSIGN_OR_RETURN(int64_t c, channels_of(in[0]));
+  const char* names[] = {"gamma", "beta", "running_mean", "running_var"};
+  for (int i = 1; i < 5; ++i) MEMFIT_RETURN_IF_ERROR(expect_channels(in[i], c, names[i - 1]));
+  const TensorType vec = ops::f32({c});
+  return Types{in[0], vec, vec, vec, vec};
+}
+
+// (dy, x, gamma, mean, var) -> (dx, dgamma, dbeta)
+Result<Types> infer_batch_norm_grad(const Types& in, const Attrs&) {
+  MEMFIT_ASSIGN_OR_RETURN(int64_t c, channels_of(in[1]));
+  if (in[0] != in[1]) return Status::error("dy and x must have the same type");
+  const char* names[] = {"gamma", "mean", "var"};
+  for (int i = 2; i < 5; ++i) MEMFIT_RETURN_IF_ERROR(expect_channels(in[i], c, names[i - 2]));
+  const TensorType vec = ops::f32({c});
+  return Types{in[0], vec, vec};
+}
+
+// Only y carries a gradient: the batch statistics feed the backward pass and
+// the running statistics, neither of which is differentiated.
+Status grad_batch_norm(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(
+      auto grads, ctx.emit_all(OpKind::batch_norm_grad,
+                               {ctx.dout(0), ctx.in(0), ctx.in(1), ctx.out(1), ctx.out(2)},
+                               ctx.node.attrs));
+  for (size_t i = 0; i < 3; ++i) ctx.input_grads[i] = grads[i];
+  return Status::ok();
+}
+
+Cost cost_batch_norm(const Types& in, const Types& out, const Attrs&) {
+  Cost cost;
+  cost.flops = 8.0 * num_elements(in[0].shape);
+  for (const auto& t : in) cost.bytes += 4.0 * num_elements(t.shape);
+  for (const auto& t : out) cost.bytes += 4.0 * num_elements(t.shape);
+  return cost;
+}
+
+std::vector<OpExample> batch_norm_examples() {
+  std::vector<OpExample> out;
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}}) {
+    const int64_t c = x[1];
+    OpExample ex = ops::example(
+        {ops::f32(x), ops::f32({c}), ops::f32({c}), ops::f32({c}), ops::f32({c})},
+        BatchNormAttrs{1e-5f, 0.1f});
+    ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
+    ex.wrt = {0, 1, 2};
+    ex.of = {0};
+    out.push_back(ex);
+  }
+  return out;
+}
+
+std::vector<OpExample> batch_norm_grad_examples() {
+  std::vector<OpExample> out;
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}}) {
+    const int64_t c = x[1];
+    OpExample ex = ops::example(
+        {ops::f32(x), ops::f32(x), ops::f32({c}), ops::f32({c}), ops::f32({c})},
+        BatchNormAttrs{1e-5f, 0.1f});
+    ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
+    out.push_back(ex);
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_norm_ops(OpTableBuilder& table) {
+  OpInfo bn;
+  bn.op = OpKind::batch_norm;
+  bn.min_inputs = bn.max_inputs = 5;
+  bn.stateful = true;
+  bn.infer = infer_batch_norm;
+  bn.grad = grad_batch_norm;
+  bn.cost = cost_batch_norm;
+  bn.examples = batch_norm_examples;
+  table.add(bn);
+
+  OpInfo bn_grad;
+  bn_grad.op = OpKind::batch_norm_grad;
+  bn_grad.min_inputs = bn_grad.max_inputs = 5;
+  bn_grad.infer = infer_batch_norm_grad;
+  bn_grad.inplace = {{0, 0}};
+  bn_grad.cost = cost_batch_norm;
+  bn_grad.examples = batch_norm_grad_examples;
+  bn_grad.emitted_by = {OpKind::batch_norm};
+  table.add(bn_grad);
+}
+
+}  // namespace memfit

@@ -1,0 +1,201 @@
+// Data movement: reshape, broadcast_to, transpose, concat, slice and slice_grad.
+#include <algorithm>
+
+#include "ops/grad_context.h"
+#include "ops/op_util.h"
+
+namespace memfit {
+namespace {
+
+using ops::Types;
+
+Result<Types> infer_reshape(const Types& in, const Attrs& attrs) {
+  const Shape& shape = std::get<ShapeAttrs>(attrs).shape;
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(shape), -1, "shape"));
+  if (num_elements(shape) != num_elements(in[0].shape)) {
+    return Status::error("cannot reshape " + shape_string(in[0].shape) + " to " + shape_string(shape));
+  }
+  return Types{TensorType{shape, in[0].dtype}};
+}
+
+Result<Types> infer_broadcast_to(const Types& in, const Attrs& attrs) {
+  const Shape& shape = std::get<ShapeAttrs>(attrs).shape;
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  if (!ops::broadcasts_to(in[0].shape, shape)) {
+    return Status::error(shape_string(in[0].shape) + " does not broadcast to " + shape_string(shape));
+  }
+  return Types{ops::f32(shape)};
+}
+
+Result<Types> infer_transpose(const Types& in, const Attrs& attrs) {
+  const auto& perm = std::get<PermAttrs>(attrs).perm;
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  const Shape& x = in[0].shape;
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] != static_cast<int64_t>(i) || sorted.size() != x.size()) {
+      return Status::error("perm must be a permutation of the " + std::to_string(x.size()) + " axes");
+    }
+  }
+  if (perm.size() != x.size()) return Status::error("perm must have one entry per axis");
+  Shape y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[static_cast<size_t>(perm[i])];
+  return Types{ops::f32(y)};
+}
+
+Result<Types> infer_concat(const Types& in, const Attrs& attrs) {
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "every input"));
+  MEMFIT_ASSIGN_OR_RETURN(int64_t axis, ops::normalize_axis(std::get<AxisAttrs>(attrs).axis,
+                                                            in[0].shape.size()));
+  if (axis != std::get<AxisAttrs>(attrs).axis) return Status::error("axis must be non-negative");
+  Shape y = in[0].shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[i], static_cast<int>(y.size()), "every input"));
+    for (size_t d = 0; d < y.size(); ++d) {
+      if (static_cast<int64_t>(d) != axis && in[i].shape[d] != y[d]) {
+        return Status::error("inputs " + shape_string(in[0].shape) + " and " +
+                             shape_string(in[i].shape) + " differ outside the axis");
+      }
+    }
+    y[static_cast<size_t>(axis)] += in[i].shape[static_cast<size_t>(axis)];
+  }
+  return Types{ops::f32(y)};
+}
+
+Status check_slice(const SliceAttrs& a, const Shape& x) {
+  if (a.axis < 0 || a.axis >= static_cast<int64_t>(x.size())) {
+    return Status::error("axis " + std::to_string(a.axis) + " is out of range for " + shape_string(x));
+  }
+  if (a.start < 0 || a.end <= a.start || a.end > x[static_cast<size_t>(a.axis)]) {
+    return Status::error("slice [" + std::to_string(a.start) + ", " + std::to_string(a.end) +
+                         ") is empty or outside " + shape_string(x));
+  }
+  return Status::ok();
+}
+
+Result<Types> infer_slice(const Types& in, const Attrs& attrs) {
+  const auto& a = std::get<SliceAttrs>(attrs);
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  MEMFIT_RETURN_IF_ERROR(check_slice(a, in[0].shape));
+  Shape y = in[0].shape;
+  y[static_cast<size_t>(a.axis)] = a.end - a.start;
+  return Types{ops::f32(y)};
+}
+
+Result<Types> infer_slice_grad(const Types& in, const Attrs& attrs) {
+  const auto& a = std::get<SliceAttrs>(attrs);
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "dy"));
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(a.shape), -1, "shape"));
+  MEMFIT_RETURN_IF_ERROR(check_slice(a, a.shape));
+  Shape y = a.shape;
+  y[static_cast<size_t>(a.axis)] = a.end - a.start;
+  if (y != in[0].shape) return Status::error("dy " + shape_string(in[0].shape) + " should be " + shape_string(y));
+  return Types{ops::f32(a.shape)};
+}
+
+Status grad_reshape(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::reshape, {ctx.dout(0)},
+                                                       ShapeAttrs{ctx.shape(ctx.in(0))}));
+  return Status::ok();
+}
+
+Status grad_broadcast_to(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.unbroadcast(ctx.dout(0), ctx.shape(ctx.in(0))));
+  return Status::ok();
+}
+
+Status grad_transpose(GradContext& ctx) {
+  const auto& perm = ctx.attrs<PermAttrs>().perm;
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                          ctx.emit(OpKind::transpose, {ctx.dout(0)}, PermAttrs{inverse}));
+  return Status::ok();
+}
+
+Status grad_concat(GradContext& ctx) {
+  const int64_t axis = ctx.attrs<AxisAttrs>().axis;
+  int64_t start = 0;
+  for (size_t i = 0; i < ctx.node.inputs.size(); ++i) {
+    const int64_t size = ctx.shape(ctx.in(i))[static_cast<size_t>(axis)];
+    const SliceAttrs a{axis, start, start + size, {}};
+    MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[i], ctx.emit(OpKind::slice, {ctx.dout(0)}, a));
+    start += size;
+  }
+  return Status::ok();
+}
+
+Status grad_slice(GradContext& ctx) {
+  SliceAttrs a = ctx.attrs<SliceAttrs>();
+  a.shape = ctx.shape(ctx.in(0));
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::slice_grad, {ctx.dout(0)}, a));
+  return Status::ok();
+}
+
+OpInfo shape_op(OpKind op, int min_inputs, int max_inputs) {
+  OpInfo info;
+  info.op = op;
+  info.min_inputs = min_inputs;
+  info.max_inputs = max_inputs;
+  return info;
+}
+
+}  // namespace
+
+void register_shape_ops(OpTableBuilder& table) {
+  OpInfo reshape = shape_op(OpKind::reshape, 1, 1);
+  reshape.infer = infer_reshape;
+  reshape.grad = grad_reshape;
+  reshape.inplace = {{0, 0}};
+  reshape.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, ShapeAttrs{{6, 4}})};
+  };
+  table.add(reshape);
+
+  OpInfo broadcast = shape_op(OpKind::broadcast_to, 1, 1);
+  broadcast.infer = infer_broadcast_to;
+  broadcast.grad = grad_broadcast_to;
+  broadcast.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({3, 1})}, ShapeAttrs{{2, 3, 4}})};
+  };
+  table.add(broadcast);
+
+  OpInfo transpose = shape_op(OpKind::transpose, 1, 1);
+  transpose.infer = infer_transpose;
+  transpose.grad = grad_transpose;
+  transpose.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, PermAttrs{{2, 0, 1}}),
+                                  ops::example({ops::f32({3, 5})}, PermAttrs{{1, 0}})};
+  };
+  table.add(transpose);
+
+  OpInfo concat = shape_op(OpKind::concat, 1, -1);
+  concat.infer = infer_concat;
+  concat.grad = grad_concat;
+  concat.examples = [] {
+    return std::vector<OpExample>{
+        ops::example({ops::f32({2, 3, 4}), ops::f32({2, 1, 4}), ops::f32({2, 2, 4})}, AxisAttrs{1}),
+        ops::example({ops::f32({1, 3}), ops::f32({2, 3})}, AxisAttrs{0})};
+  };
+  table.add(concat);
+
+  OpInfo slice = shape_op(OpKind::slice, 1, 1);
+  slice.infer = infer_slice;
+  slice.grad = grad_slice;
+  slice.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({2, 5, 3})}, SliceAttrs{1, 1, 4, {}}),
+                                  ops::example({ops::f32({4, 3})}, SliceAttrs{0, 0, 1, {}})};
+  };
+  table.add(slice);
+
+  OpInfo slice_grad = shape_op(OpKind::slice_grad, 1, 1);
+  slice_grad.infer = infer_slice_grad;
+  slice_grad.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({2, 3, 3})}, SliceAttrs{1, 1, 4, {2, 5, 3}})};
+  };
+  slice_grad.emitted_by = {OpKind::slice};
+  table.add(slice_grad);
+}
+
+}  // namespace memfit

@@ -1,0 +1,63 @@
+// Checkpoints: the trained tensors and the position in training, in one binary
+// file that is replaced atomically and checked on load.
+//
+// Format (every integer little-endian, whatever the host):
+//   header  (24 bytes)
+//     magic           8 bytes "MEMFITCK"
+//     version         u32, kCheckpointVersion
+//     payload bytes   u64, the exact length of the rest of the file
+//     payload crc32   u32, zlib's crc32 of the payload
+//   payload
+//     model           string
+//     epoch, micro_step, optimizer_step: i64 each
+//     tensor count    u32
+//     per tensor      name: string; rank: u32; dims: i64 x rank; data: f32 x elements
+//   where a string is a u32 byte length followed by the bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memfit/ir.h"
+#include "memfit/status.h"
+
+namespace memfit {
+
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  std::vector<float> data;  // num_elements(shape) values, row-major
+};
+
+struct Checkpoint {
+  std::string model;  // e.g. "lenet": a checkpoint of another model is rejected
+  int64_t epoch = 0;
+  int64_t micro_step = 0;
+  int64_t optimizer_step = 0;
+  std::vector<NamedTensor> tensors;  // parameters, optimizer and model state
+};
+
+// Writes `path` + ".tmp" in the same directory, flushes it to disk and renames
+// it over `path`, so a crash at any moment leaves either the old or the new
+// checkpoint, never a torn one. On failure the temporary file is removed and an
+// existing checkpoint at `path` is untouched. Errors if a tensor's data does not
+// match its shape or two tensors share a name.
+Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// Reads a checkpoint written by save_checkpoint. A missing, truncated, corrupt
+// (CRC mismatch), foreign (wrong magic) or newer (wrong version) file is an
+// error naming the file and the problem. Every length is checked against the
+// bytes present before anything is allocated.
+Result<Checkpoint> load_checkpoint(const std::string& path);
+
+// Errors unless `checkpoint` was saved for `model` and holds exactly the
+// tensors of `expected` (name, shape), in any order; the message lists every
+// missing, extra or differently shaped tensor.
+Status check_matches(const Checkpoint& checkpoint, const std::string& model,
+                     const std::vector<std::pair<std::string, Shape>>& expected);
+
+}  // namespace memfit

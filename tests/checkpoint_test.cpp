@@ -1,0 +1,353 @@
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <bit>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace memfit {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory for one test, removed when the test ends. The pid keeps
+// tests that CTest runs in parallel processes apart.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::path(::testing::TempDir()) /
+            ("memfit_checkpoint_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+Checkpoint make_checkpoint(int64_t values_in_weight = 18) {
+  Checkpoint checkpoint;
+  checkpoint.model = "lenet";
+  checkpoint.epoch = 3;
+  checkpoint.micro_step = 1234567890123;
+  checkpoint.optimizer_step = -5;
+  NamedTensor weight{"conv1.weight", {values_in_weight / 9, 1, 3, 3}, {}};
+  for (int64_t i = 0; i < values_in_weight; ++i) {
+    weight.data.push_back(static_cast<float>(i) * 0.37f - 2.0f);
+  }
+  // Values whose bits a sloppy format would change.
+  weight.data[0] = -0.0f;
+  weight.data[1] = std::numeric_limits<float>::infinity();
+  weight.data[2] = std::numeric_limits<float>::quiet_NaN();
+  weight.data[3] = std::numeric_limits<float>::denorm_min();
+  checkpoint.tensors.push_back(weight);
+  checkpoint.tensors.push_back({"fc.bias", {4}, {1.5f, -2.25f, 3.0f, 1e-30f}});
+  checkpoint.tensors.push_back({"adamw.step_scale", {}, {0.125f}});
+  checkpoint.tensors.push_back({"empty", {0, 5}, {}});
+  return checkpoint;
+}
+
+void expect_identical(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.epoch, b.epoch);
+  EXPECT_EQ(a.micro_step, b.micro_step);
+  EXPECT_EQ(a.optimizer_step, b.optimizer_step);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (size_t t = 0; t < a.tensors.size(); ++t) {
+    EXPECT_EQ(a.tensors[t].name, b.tensors[t].name);
+    EXPECT_EQ(a.tensors[t].shape, b.tensors[t].shape);
+    ASSERT_EQ(a.tensors[t].data.size(), b.tensors[t].data.size());
+    for (size_t i = 0; i < a.tensors[t].data.size(); ++i) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.tensors[t].data[i]),
+                std::bit_cast<uint32_t>(b.tensors[t].data[i]))
+          << a.tensors[t].name << "[" << i << "]";
+    }
+  }
+}
+
+// A file with a valid header and CRC around `payload`, as a hostile or buggy
+// writer could produce.
+std::vector<char> file_with_payload(const std::vector<uint8_t>& payload) {
+  std::vector<char> bytes = {'M', 'E', 'M', 'F', 'I', 'T', 'C', 'K'};
+  const auto append = [&](uint64_t v, int size) {
+    for (int i = 0; i < size; ++i) bytes.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  append(kCheckpointVersion, 4);
+  append(payload.size(), 8);
+  append(crc32_z(0, payload.data(), payload.size()), 4);
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return bytes;
+}
+
+void expect_error(const Result<Checkpoint>& result, const std::string& path,
+                  const std::string& problem) {
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_NE(result.message().find(path), std::string::npos) << result.message();
+  EXPECT_NE(result.message().find(problem), std::string::npos) << result.message();
+}
+
+TEST(Checkpoint, RoundTripsExactly) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  const Checkpoint saved = make_checkpoint();
+  ASSERT_TRUE(save_checkpoint(path, saved).is_ok());
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  Result<Checkpoint> loaded = load_checkpoint(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  expect_identical(*loaded, saved);
+  // Saving again replaces the file.
+  Checkpoint next = saved;
+  next.epoch = 4;
+  next.tensors[1].data[0] = 9.0f;
+  ASSERT_TRUE(save_checkpoint(path, next).is_ok());
+  loaded = load_checkpoint(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  expect_identical(*loaded, next);
+}
+
+TEST(Checkpoint, MissingFileIsAnError) {
+  ScratchDir dir;
+  expect_error(load_checkpoint(dir.file("absent.ckpt")), dir.file("absent.ckpt"), "cannot open");
+}
+
+TEST(Checkpoint, EveryTruncationIsAnError) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
+  const std::vector<char> bytes = read_bytes(path);
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    write_bytes(path, std::vector<char>(bytes.begin(), bytes.begin() + length));
+    expect_error(load_checkpoint(path), path, "truncated");
+  }
+}
+
+TEST(Checkpoint, FlippedPayloadByteIsACrcError) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
+  std::vector<char> bytes = read_bytes(path);
+  bytes[bytes.size() - 3] ^= 0x10;
+  write_bytes(path, bytes);
+  expect_error(load_checkpoint(path), path, "CRC32");
+}
+
+TEST(Checkpoint, NoFlippedByteLoads) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
+  const std::vector<char> bytes = read_bytes(path);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<char> flipped = bytes;
+    flipped[i] ^= 0x01;
+    write_bytes(path, flipped);
+    EXPECT_FALSE(load_checkpoint(path).is_ok()) << "byte " << i;
+  }
+}
+
+TEST(Checkpoint, WrongMagicIsAnError) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
+  std::vector<char> bytes = read_bytes(path);
+  std::memcpy(bytes.data(), "PK\3\4", 4);
+  write_bytes(path, bytes);
+  expect_error(load_checkpoint(path), path, "not a memfit checkpoint");
+}
+
+TEST(Checkpoint, WrongVersionIsAnError) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
+  std::vector<char> bytes = read_bytes(path);
+  bytes[8] = 2;  // the version follows the 8 magic bytes
+  write_bytes(path, bytes);
+  expect_error(load_checkpoint(path), path, "format version 2");
+}
+
+// Builds payloads by hand, little-endian like the writer.
+class Payload {
+ public:
+  // The model name and the three counters, then the tensor count.
+  explicit Payload(uint32_t tensors) {
+    text("lenet");
+    for (int i = 0; i < 3; ++i) i64(0);
+    u32(tensors);
+  }
+  Payload& u32(uint32_t v) { return little_endian(v, 4); }
+  Payload& i64(int64_t v) { return little_endian(static_cast<uint64_t>(v), 8); }
+  Payload& text(const std::string& s) {
+    u32(static_cast<uint32_t>(s.size()));
+    bytes_.insert(bytes_.end(), s.begin(), s.end());
+    return *this;
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  Payload& little_endian(uint64_t v, int size) {
+    uint8_t buffer[8];
+    for (int i = 0; i < size; ++i) buffer[i] = static_cast<uint8_t>(v >> (8 * i));
+    bytes_.insert(bytes_.end(), buffer, buffer + size);
+    return *this;
+  }
+  std::vector<uint8_t> bytes_;
+};
+
+TEST(Checkpoint, AbsurdLengthsBehindAValidCrcAreErrors) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  const std::pair<Payload, const char*> cases[] = {
+      {Payload(0xFFFFFFFFu), "declares 4294967295 tensors"},
+      {Payload(1).u32(0xFFFFFFF0u).u32(0), "ends inside a tensor name"},
+      {Payload(1).text("w").u32(0xFFFFFFFFu), "declares rank 4294967295"},
+      {Payload(1).text("w").u32(2).i64(int64_t{1} << 40).i64(int64_t{1} << 40), "impossible shape"},
+      {Payload(1).text("w").u32(1).i64(-4), "impossible shape"},
+      // 4 TiB of data that is not there: rejected before anything is allocated.
+      {Payload(1).text("w").u32(1).i64(int64_t{1} << 40), "ends inside the data of tensor 'w'"},
+      {Payload(1).text("w").u32(1).i64(2).u32(0), "ends inside the data of tensor 'w'"},
+      {Payload(1).text("w").u32(0).u32(0).u32(7), "4 bytes follow the last tensor"},
+  };
+  for (const auto& [payload, problem] : cases) {
+    write_bytes(path, file_with_payload(payload.bytes()));
+    expect_error(load_checkpoint(path), path, problem);
+  }
+  write_bytes(path, file_with_payload(Payload(1).text("w").u32(0).u32(0x3F800000u).bytes()));
+  Result<Checkpoint> scalar = load_checkpoint(path);
+  ASSERT_TRUE(scalar.is_ok()) << scalar.message();
+  EXPECT_EQ(scalar->model, "lenet");
+  ASSERT_EQ(scalar->tensors.size(), 1u);
+  EXPECT_EQ(scalar->tensors[0].data, std::vector<float>{1.0f});
+}
+
+TEST(Checkpoint, SaveIntoAMissingDirectoryFailsCleanly) {
+  ScratchDir dir;
+  const std::string path = dir.file("no_such_dir/model.ckpt");
+  const Status status = save_checkpoint(path, make_checkpoint());
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find(path), std::string::npos) << status.message();
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(Checkpoint, FailedRenameRemovesTheTemporaryFile) {
+  ScratchDir dir;
+  // A directory where the checkpoint should go: writing succeeds, the rename fails.
+  const std::string path = dir.file("model.ckpt");
+  fs::create_directory(path);
+  const Status status = save_checkpoint(path, make_checkpoint());
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("rename"), std::string::npos) << status.message();
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(fs::is_directory(path));
+}
+
+TEST(Checkpoint, FailedWriteLeavesTheOldCheckpoint) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  const Checkpoint old = make_checkpoint();
+  ASSERT_TRUE(save_checkpoint(path, old).is_ok());
+  const std::vector<char> old_bytes = read_bytes(path);
+  // A file size limit below the new checkpoint's size makes its write fail
+  // half way (EFBIG instead of SIGXFSZ while the signal is ignored).
+  rlimit saved_limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved_limit), 0);
+  const auto saved_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved_limit;
+  small.rlim_cur = 64 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const Status status = save_checkpoint(path, make_checkpoint(9 * 100000));
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved_limit), 0);
+  std::signal(SIGXFSZ, saved_handler);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("unchanged"), std::string::npos) << status.message();
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(read_bytes(path), old_bytes);
+  Result<Checkpoint> loaded = load_checkpoint(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  expect_identical(*loaded, old);
+}
+
+TEST(Checkpoint, InvalidCheckpointIsNotSaved) {
+  ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  Checkpoint wrong_size = make_checkpoint();
+  wrong_size.tensors[1].data.pop_back();
+  Status status = save_checkpoint(path, wrong_size);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("'fc.bias' has 3 values"), std::string::npos) << status.message();
+  Checkpoint duplicate = make_checkpoint();
+  duplicate.tensors.push_back(duplicate.tensors[0]);
+  status = save_checkpoint(path, duplicate);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("two tensors are named 'conv1.weight'"), std::string::npos)
+      << status.message();
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+std::vector<std::pair<std::string, Shape>> expected_tensors() {
+  // The checkpoint's tensors in another order: order does not matter.
+  return {{"fc.bias", {4}},
+          {"empty", {0, 5}},
+          {"conv1.weight", {2, 1, 3, 3}},
+          {"adamw.step_scale", {}}};
+}
+
+TEST(CheckMatches, AcceptsTheSameTensorsInAnyOrder) {
+  const Status status = check_matches(make_checkpoint(), "lenet", expected_tensors());
+  EXPECT_TRUE(status.is_ok()) << status.message();
+}
+
+TEST(CheckMatches, RejectsAnotherModel) {
+  const Status status = check_matches(make_checkpoint(), "resnet18", expected_tensors());
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("'lenet', not 'resnet18'"), std::string::npos)
+      << status.message();
+}
+
+TEST(CheckMatches, NamesMissingExtraAndMisshapenTensors) {
+  std::vector<std::pair<std::string, Shape>> expected = expected_tensors();
+  expected[0].second = {5};                      // fc.bias: shape differs
+  expected[1] = {"conv2.weight", {4, 2, 3, 3}};  // missing; "empty" becomes extra
+  const Status status = check_matches(make_checkpoint(), "lenet", expected);
+  ASSERT_FALSE(status.is_ok());
+  const std::string& message = status.message();
+  EXPECT_NE(message.find("'fc.bias' has shape " + shape_string({4}) + " in the checkpoint but " +
+                         shape_string({5}) + " in the model"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("'conv2.weight' " + shape_string({4, 2, 3, 3}) + " is missing"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("'empty' " + shape_string({0, 5}) + " is not in the model"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace memfit
