@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -308,6 +309,17 @@ TEST(IrTextTest, ReadsHandWrittenText) {
   EXPECT_EQ(g.outputs().size(), 1u);
 }
 
+TEST(IrTextTest, LetsANodeNameAGraphInputOfALaterLine) {
+  const Result<Graph> parsed = parse_graph(
+      "memfit-graph 1\n"
+      "input %x f32[2] input\n"
+      "node s = add(%x, %late) -> %s f32[2] activation\n"
+      "input %late f32[2] input\n");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.message();
+  EXPECT_EQ(parsed->nodes()[0].inputs[1].index, 2);
+  EXPECT_TRUE(verify_graph(*parsed).is_ok()) << verify_graph(*parsed).message();
+}
+
 TEST(IrTextTest, ParsesWrongTypesForTheVerifierToReject) {
   const Result<Graph> parsed = parse_graph(
       "memfit-graph 1\n"
@@ -384,9 +396,10 @@ TEST(IrTextTest, ReportsMalformedTextWithTheLine) {
       {head + "input % f32[2] input", "expected a value name after '%' but found 'f32[2]'"},
       {head + "input %\"a b f32[2] input", "a quoted name misses its closing '\"'"},
       {head + "input %\"a\\qb\" f32[2] input", "bad escape in a quoted name"},
-      {head + "node a = relu(%z)" + relu_out,
-       "line 4: node 'a' (relu): value %z is used before it is defined"},
-      {head + "node a = relu(%a)" + relu_out, "value %a is used before it is defined"},
+      {head + "node a = relu(%z)" + relu_out, "line 4: node 'a' (relu): value %z is not defined"},
+      {head + "node a = relu(%a)" + relu_out, "value %a is used before it is defined (on line 4)"},
+      {head + "node b = relu(%a) -> %b f32[2,3] activation\nnode a = relu(%x)" + relu_out,
+       "line 4: node 'b' (relu): value %a is used before it is defined (on line 5)"},
       {head + "output %z", "line 4: output: value %z is used before it is defined"},
       {head + "update %w <- %z", "update: value %z is used before it is defined"},
       {head + "update %w %x", "expected '<-' but found '%x'"},
@@ -488,10 +501,10 @@ std::string mutate(std::string text, std::mt19937_64& rng) {
 }
 
 TEST(IrTextTest, SurvivesRandomMutations) {
-  const std::string valid = print_graph(training_step_graph());
-  std::mt19937_64 rng(20240611);
+  const std::string valid = print_graph(std::random_device{}() % 2 ? training_step_graph() : every_op_graph());
+  const uint64_t seed = std::random_device{}(); std::mt19937_64 rng(seed); std::printf("seed %llu\n", (unsigned long long)seed);
   int parsed_count = 0, verified_count = 0, rejected_count = 0;
-  for (int trial = 0; trial < 4000; ++trial) {
+  for (int trial = 0; trial < 30000; ++trial) {
     std::string text = valid;
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int e = 0; e < edits; ++e) text = mutate(std::move(text), rng);
@@ -514,6 +527,7 @@ TEST(IrTextTest, SurvivesRandomMutations) {
     ASSERT_TRUE(again.is_ok()) << again.message() << "\n" << printed;
     EXPECT_EQ(print_graph(*again), printed);
   }
+  std::printf("rejected %d parsed %d verified %d\n", rejected_count, parsed_count, verified_count);
   // The mutations reach every outcome: parse errors, verifier errors, valid graphs.
   EXPECT_GT(rejected_count, 0);
   EXPECT_GT(parsed_count, verified_count);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "memfit/ir.h"
+#include "memfit/train.h"
 
 namespace memfit {
 
@@ -17,13 +18,6 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
                                               const std::vector<ValueId>& wrt,
                                               float loss_scale = 1.0f);
 
-struct OptimizerConfig {
-  enum class Kind { sgd, adamw } kind = Kind::sgd;
-  float lr = 0.01f;
-  float momentum = 0.9f;       // sgd
-  float weight_decay = 0.0f;   // sgd: added to the gradient; adamw: decoupled
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw
-};
 
 // What the step does with the gradients of the parameters.
 enum class UpdateMode {

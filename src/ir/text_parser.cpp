@@ -6,7 +6,8 @@
 // add_node_raw, without shape inference: types are checked by verify_graph, so
 // a test can write a graph that is wrong on purpose. It checks what it needs to
 // build a well-formed Graph: known ops, dtypes, roles and attributes, numbers
-// that fit their fields, arity, names defined once and before they are used.
+// that fit their fields, arity, names defined once and before they are used
+// (except graph inputs, which a node may name before their line).
 // Every error names its line. No input can make it crash: the fuzz test in
 // tests/ir_text_test.cpp feeds it random mutations of valid texts.
 #include <algorithm>
@@ -119,6 +120,10 @@ Status parse_field(std::string_view text, T& field) {
   return Status::ok();
 }
 
+Status line_error(int line, std::string_view message) {
+  return Status::error("line " + std::to_string(line) + ": " + std::string(message));
+}
+
 // Reads the tokens of one line. Blanks separate tokens; `#` starts a comment.
 class Cursor {
  public:
@@ -200,9 +205,7 @@ class Cursor {
     return "but found '" + std::string(line_.substr(pos_, end - pos_)) + "'";
   }
 
-  Status error(std::string_view message) const {
-    return Status::error("line " + std::to_string(number_) + ": " + std::string(message));
-  }
+  Status error(std::string_view message) const { return line_error(number_, message); }
   int number() const { return number_; }
 
  private:
@@ -286,6 +289,7 @@ class GraphParser {
       if (!cursor.at_end()) return cursor.error("unexpected text " + cursor.found());
     }
     if (!seen_header) return Status::error("empty text: a graph starts with 'memfit-graph 1'");
+    MEMFIT_RETURN_IF_ERROR(resolve_forward_references());
     return std::move(graph_);
   }
 
@@ -344,7 +348,8 @@ class GraphParser {
       MEMFIT_ASSIGN_OR_RETURN(const std::string name, cursor.value_ref());
       const ValueId id = graph_.find_value(name);
       if (!id.valid()) {
-        return cursor.error(where + ": value %" + name + " is used before it is defined");
+        forward_.push_back({name, cursor.number(), where,
+                            NodeId(static_cast<int32_t>(graph_.num_nodes())), node.inputs.size()});
       }
       node.inputs.push_back(id);
     }
@@ -479,8 +484,35 @@ class GraphParser {
     return graph_.add_value_raw(std::move(value));
   }
 
+  // A node input named before its definition: allowed for graph inputs, whose
+  // place among the lines follows their id (see text_printer.cpp).
+  struct ForwardReference {
+    std::string name;
+    int line = 0;
+    std::string where;
+    NodeId node;
+    size_t input = 0;
+  };
+
+  Status resolve_forward_references() {
+    for (const ForwardReference& ref : forward_) {
+      const ValueId id = graph_.find_value(ref.name);
+      if (!id.valid()) {
+        return line_error(ref.line, ref.where + ": value %" + ref.name + " is not defined");
+      }
+      if (graph_.value(id).producer.valid()) {
+        return line_error(ref.line, ref.where + ": value %" + ref.name +
+                                        " is used before it is defined (on line " +
+                                        std::to_string(value_lines_.at(ref.name)) + ")");
+      }
+      graph_.node(ref.node).inputs[ref.input] = id;
+    }
+    return Status::ok();
+  }
+
   Graph graph_;
-  // Where each name was defined, for the message about a duplicate.
+  std::vector<ForwardReference> forward_;
+  // The line where each name is defined, for messages.
   std::unordered_map<std::string, int> value_lines_;
   std::unordered_map<std::string, int> node_lines_;
 };

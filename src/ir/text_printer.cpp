@@ -13,10 +13,14 @@
 //
 // The parser numbers values and nodes in line order, so the printer emits the
 // lines in id order: a graph input is printed where its id falls between the
-// outputs of the nodes, which rebuilds the same ValueIds and NodeIds. Every
-// attribute field is printed (through visit_fields), floats in the shortest
-// form that reads back to the same bits. Names made of letters, digits and
-// `._-/:` are printed bare, any other name in double quotes with escapes.
+// outputs of the nodes (a node may name an input printed after it). This
+// rebuilds the same ValueIds and NodeIds whenever each node's outputs are
+// consecutive values created after those of the nodes before it, as
+// Graph::add_node makes them; any other graph reads back with its values
+// renumbered. Every attribute field is printed (through visit_fields), floats
+// in the shortest form that reads back to the same bits. Names made of
+// letters, digits and `._-/:` are printed bare, any other name in double
+// quotes with escapes.
 #include <algorithm>
 #include <charconv>
 #include <string>
@@ -115,7 +119,7 @@ void append_attrs(std::string& out, const Attrs& attrs) {
 
 class Printer {
  public:
-  explicit Printer(const Graph& graph) : graph_(graph), printed_(graph.num_values(), false) {}
+  explicit Printer(const Graph& graph) : graph_(graph) {}
 
   std::string print() {
     out_ = "memfit-graph 1\n";
@@ -125,11 +129,6 @@ class Printer {
         if (in_range(id)) first_output = std::min(first_output, id.idx());
       }
       if (!node.outputs.empty()) print_inputs_before(first_output);
-      // A node may read an input that was added after its outputs; the parser
-      // needs every name defined before it is used.
-      for (ValueId id : node.inputs) {
-        if (in_range(id) && !graph_.value(id).producer.valid()) print_input(id);
-      }
       print_node(node);
     }
     print_inputs_before(graph_.num_values());
@@ -154,15 +153,11 @@ class Printer {
   void print_inputs_before(size_t end) {
     for (; next_input_ < end; ++next_input_) {
       const ValueId id(static_cast<int32_t>(next_input_));
-      if (!graph_.value(id).producer.valid()) print_input(id);
+      if (graph_.value(id).producer.valid()) continue;
+      out_ += "input ";
+      append_definition(id);
+      out_ += '\n';
     }
-  }
-
-  void print_input(ValueId id) {
-    if (printed_[id.idx()]) return;
-    out_ += "input ";
-    append_definition(id);
-    out_ += '\n';
   }
 
   void print_node(const Node& node) {
@@ -191,7 +186,6 @@ class Printer {
 
   // `%name type role`
   void append_definition(ValueId id) {
-    printed_[id.idx()] = true;
     const Value& value = graph_.value(id);
     append_ref(id);
     out_ += ' ';
@@ -215,8 +209,7 @@ class Printer {
   }
 
   const Graph& graph_;
-  std::vector<bool> printed_;
-  size_t next_input_ = 0;  // values below this index were considered for input lines
+  size_t next_input_ = 0;  // graph inputs below this id are printed
   std::string out_;
 };
 

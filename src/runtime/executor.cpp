@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -62,6 +63,7 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
   for (ValueId v : g.outputs()) last_use[v.idx()] = end;
   for (const StateUpdate& u : g.updates()) last_use[u.next.idx()] = end;
   exe->frees_after_.resize(g.num_nodes());
+  exe->node_seconds_.assign(g.num_nodes(), 0.0);
   for (size_t v = 0; v < g.num_values(); ++v) {
     if (g.values()[v].producer.valid() && last_use[v] < end) {
       exe->frees_after_[static_cast<size_t>(last_use[v])].push_back(ValueId(static_cast<int32_t>(v)));
@@ -112,7 +114,9 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     const size_t workspace_bytes = kernel.workspace_bytes();
     Buffer workspace = workspace_bytes ? allocate(workspace_bytes) : nullptr;
     live.add(workspace_bytes);
+    const auto start = std::chrono::steady_clock::now();
     kernel.run(KernelArgs{inputs, outputs, workspace.get(), step});
+    node_seconds_[n] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     live.remove(workspace_bytes);
     for (ValueId v : frees_after_[n]) {
       owned[v.idx()].reset();

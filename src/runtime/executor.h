@@ -48,11 +48,14 @@ class Executable {
   const Graph& graph() const { return graph_; }
   // The backend that runs each node ("cpu" or "reference").
   const std::vector<std::string>& node_backends() const { return node_backends_; }
+  // Seconds spent in each node's kernel, summed over all runs so far.
+  const std::vector<double>& node_seconds() const { return node_seconds_; }
 
  private:
   Graph graph_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<std::string> node_backends_;
+  std::vector<double> node_seconds_;
   std::vector<std::vector<ValueId>> frees_after_;  // per node: values whose last reader it is
 };
 

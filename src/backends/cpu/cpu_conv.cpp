@@ -91,8 +91,7 @@ std::unique_ptr<Kernel> conv2d_grad_weight_kernel(const Graph& graph, const Node
                                                       g.strides, g.dilates, g.padding, g.padding);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
                                                               forward_pd(x, dw, db, dy, g));
-  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_DIFF_DST, 0, dy),
-                                 input_arg(DNNL_ARG_SRC, 1, x),
+  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_DIFF_DST, 0, dy), input_arg(DNNL_ARG_SRC, 1, x),
                                  output_arg(DNNL_ARG_DIFF_WEIGHTS, 0, dw)};
   if (attrs.bias) args.push_back(output_arg(DNNL_ARG_DIFF_BIAS, 1, db));
   auto kernel = std::make_unique<PrimitiveKernel>();

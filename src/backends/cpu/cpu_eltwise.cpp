@@ -29,8 +29,8 @@ std::unique_ptr<Kernel> forward_kernel(const memory::desc& md, algorithm alg, fl
 // dy, and x or y (`data_arg` says which, as `alg` expects) -> dx.
 std::unique_ptr<Kernel> backward_kernel(const memory::desc& md, algorithm alg, int data_arg) {
   const dnnl::eltwise_forward::primitive_desc hint(
-      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0, 0),
-      kernel_attr(), engine());
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, 0, 0), kernel_attr(),
+      engine());
   const dnnl::eltwise_backward::desc desc(alg, md, md, 0, 0);
   auto kernel = std::make_unique<PrimitiveKernel>();
   kernel->add(dnnl::eltwise_backward::primitive_desc(desc, kernel_attr(), engine(), hint),

@@ -58,7 +58,8 @@ std::unique_ptr<Kernel> linear_kernel(const Graph& graph, const Node& node) {
   const bool bias = node.inputs.size() == 3;
   const memory::desc b = plain_md({1, y_shape[1]});
   if (bias) args.push_back(input_arg(DNNL_ARG_BIAS, 2, b));
-  const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(x, w, b, y) : dnnl::matmul::desc(x, w, y);
+  const dnnl::matmul::desc desc =
+      bias ? dnnl::matmul::desc(x, w, b, y) : dnnl::matmul::desc(x, w, y);
   auto kernel = std::make_unique<PrimitiveKernel>();
   kernel->add(dnnl::matmul::primitive_desc(desc, kernel_attr(), engine()), args);
   return kernel;

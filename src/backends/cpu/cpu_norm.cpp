@@ -75,9 +75,9 @@ std::unique_ptr<Kernel> batch_norm_grad_kernel(const Graph& graph, const Node& n
   // buffer stands in for it.
   kernel->add(pd, {input_arg(DNNL_ARG_DIFF_DST, 0, x), input_arg(DNNL_ARG_SRC, 1, x),
                    input_arg(DNNL_ARG_SCALE, 2, c), input_arg(DNNL_ARG_SHIFT, 2, c),
-                   input_arg(DNNL_ARG_MEAN, 3, c),
-                   input_arg(DNNL_ARG_VARIANCE, 4, c), output_arg(DNNL_ARG_DIFF_SRC, 0, x),
-                   output_arg(DNNL_ARG_DIFF_SCALE, 1, c), output_arg(DNNL_ARG_DIFF_SHIFT, 2, c)});
+                   input_arg(DNNL_ARG_MEAN, 3, c), input_arg(DNNL_ARG_VARIANCE, 4, c),
+                   output_arg(DNNL_ARG_DIFF_SRC, 0, x), output_arg(DNNL_ARG_DIFF_SCALE, 1, c),
+                   output_arg(DNNL_ARG_DIFF_SHIFT, 2, c)});
   return kernel;
 }
 

@@ -61,8 +61,7 @@ std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& 
                                             const PoolGeometry& g) {
   const memory::desc dy = plain_md(dy_shape);
   const memory::desc dx = plain_md(dx_shape);
-  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding,
-                                          g.padding);
+  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding, g.padding);
   const dnnl::pooling_backward::primitive_desc pd(
       desc, kernel_attr(), engine(), forward_pd(dnnl::prop_kind::forward_training, dx, dy, g));
   auto kernel = std::make_unique<PrimitiveKernel>();
@@ -80,8 +79,7 @@ std::unique_ptr<Kernel> max_backward_kernel(const Graph& graph, const Node& node
   const memory::desc dx = plain_md(output_shape(graph, node, 0));
   const auto forward = forward_pd(dnnl::prop_kind::forward_training, x, dy, g);
   const memory::desc indices = forward.workspace_desc();
-  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding,
-                                          g.padding);
+  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding, g.padding);
   const dnnl::pooling_backward::primitive_desc backward(desc, kernel_attr(), engine(), forward);
 
   auto kernel = std::make_unique<PrimitiveKernel>();

@@ -96,7 +96,7 @@ class PrimitiveKernel : public Kernel {
   size_t scratchpad_offset() const;
 
   std::vector<Step> steps_;
-  size_t reserved_end_ = 0;     // end of the last reserved region
+  size_t reserved_end_ = 0;      // end of the last reserved region
   size_t scratchpad_bytes_ = 0;  // the largest scratchpad of a step
 };
 

@@ -1,0 +1,48 @@
+// Training: options, the report, and the entry point used by `memfit train`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "memfit/status.h"
+
+namespace memfit {
+
+struct OptimizerConfig {
+  enum class Kind { sgd, adamw } kind = Kind::sgd;
+  float lr = 0.01f;
+  float momentum = 0.9f;      // sgd
+  float weight_decay = 0.0f;  // sgd: added to the gradient; adamw: decoupled
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw
+};
+
+struct TrainOptions {
+  std::string model = "lenet";
+  int64_t epochs = 2;
+  int64_t batch = 64;       // examples per micro-batch
+  int64_t accumulate = 1;   // micro-batches per optimizer step
+  OptimizerConfig optimizer;
+  uint64_t seed = 1;
+  std::string data_dir;     // empty: Debian's /usr/share/datasets/fashion-mnist
+  std::string save_path;    // checkpoint written after every epoch; empty: none
+  std::string resume_path;  // checkpoint to continue from; empty: start afresh
+  std::string backend = "cpu";  // cpu (oneDNN) or reference
+  int64_t limit = 0;        // use only the first `limit` training and test examples; 0: all
+  int64_t log_every = 100;  // optimizer steps between progress lines
+};
+
+struct TrainReport {
+  std::vector<float> losses;  // the loss of every micro-batch, in order, this run only
+  std::vector<double> test_accuracy;  // after each epoch run
+  double examples_per_second = 0;     // training examples over training time
+  size_t peak_bytes = 0;              // the most bytes live in one training step
+  int64_t optimizer_steps = 0;        // total, including those before a resume
+};
+
+// Trains on Fashion-MNIST; `log` receives progress lines.
+Result<TrainReport> train(const TrainOptions& options,
+                          const std::function<void(const std::string&)>& log);
+
+}  // namespace memfit

@@ -1,0 +1,155 @@
+// The training loop of `memfit train`: data, epochs, accumulation, evaluation,
+// checkpoints and progress lines.
+#include <chrono>
+#include <cstdio>
+
+#include "memfit/train.h"
+#include "train/checkpoint.h"
+#include "train/fashion_mnist.h"
+#include "train/training_program.h"
+
+namespace memfit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ImageDataset take_first(ImageDataset data, int64_t limit) {
+  if (limit <= 0 || limit >= data.count) return data;
+  data.count = limit;
+  data.images.resize(static_cast<size_t>(limit * data.image_elements()));
+  data.labels.resize(static_cast<size_t>(limit));
+  return data;
+}
+
+std::string format(const char* fmt, auto... args) {
+  char line[256];
+  std::snprintf(line, sizeof line, fmt, args...);
+  return line;
+}
+
+Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCounters& counters,
+                           const TrainingProgram& program, StateStore& state) {
+  Checkpoint ck;
+  ck.model = model;
+  ck.epoch = epoch;
+  ck.micro_step = counters.micro_step;
+  ck.optimizer_step = counters.optimizer_step;
+  for (const auto& [name, shape] : program.state_shapes()) ck.tensors.push_back({name, shape, state[name]});
+  return ck;
+}
+
+Result<double> evaluate(TrainingProgram& program, StateStore& state, const ImageDataset& test) {
+  const int64_t batch = program.eval_batch();
+  const int64_t batches = test.count / batch;
+  int64_t correct = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    const float* images = test.images.data() + b * batch * test.image_elements();
+    MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(state, images));
+    for (int64_t i = 0; i < batch; ++i) {
+      correct += predicted[static_cast<size_t>(i)] == test.labels[static_cast<size_t>(b * batch + i)];
+    }
+  }
+  return static_cast<double>(correct) / static_cast<double>(batches * batch);
+}
+
+Status check_options(const TrainOptions& o) {
+  if (o.epochs < 1) return Status::error("--epochs must be at least 1");
+  if (o.batch < 1) return Status::error("--batch must be at least 1");
+  if (o.accumulate < 1) return Status::error("--accumulate must be at least 1");
+  if (!(o.optimizer.lr > 0.0f)) return Status::error("--lr must be positive");
+  if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<TrainReport> train(const TrainOptions& options,
+                          const std::function<void(const std::string&)>& log) {
+  MEMFIT_RETURN_IF_ERROR(check_options(options));
+  const auto backend = make_backend(options.backend);
+  if (!backend) return Status::error("unknown backend '" + options.backend + "' (cpu or reference)");
+  const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
+  MEMFIT_ASSIGN_OR_RETURN(ImageDataset train_set, load_fashion_mnist(dir, true));
+  MEMFIT_ASSIGN_OR_RETURN(ImageDataset test_set, load_fashion_mnist(dir, false));
+  train_set = take_first(std::move(train_set), options.limit);
+  test_set = take_first(std::move(test_set), options.limit);
+  const int64_t eval_batch = std::min<int64_t>(test_set.count, 1000);
+  if (test_set.count % eval_batch != 0) {
+    return Status::error("--limit must leave a test set that is a multiple of 1000 or at most 1000");
+  }
+  if (options.batch * options.accumulate > train_set.count) {
+    return Status::error("--batch times --accumulate exceeds the " + std::to_string(train_set.count) +
+                         " training examples");
+  }
+
+  MEMFIT_ASSIGN_OR_RETURN(auto program,
+                          TrainingProgram::create(options.model, options.batch, options.accumulate,
+                                                  options.optimizer, eval_batch, *backend));
+  log(format("model %s: %zu nodes per step; kernels: %s", options.model.c_str(),
+             program->step_graph().num_nodes(), program->backend_summary().c_str()));
+  StateStore state;
+  program->init_state(state, options.seed);
+  StepCounters counters;
+  int64_t first_epoch = 0;
+  if (!options.resume_path.empty()) {
+    MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
+    MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.model, program->state_shapes()));
+    for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
+    counters = StepCounters{ck.micro_step, ck.optimizer_step};
+    first_epoch = ck.epoch;
+    log(format("resumed from %s after epoch %lld (step %lld)", options.resume_path.c_str(),
+               static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
+  }
+
+  MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler, BatchSampler::create(train_set.count, options.batch, options.seed));
+  // Micro-batches left over after the last full optimizer step of an epoch are skipped.
+  const int64_t micro_batches = sampler.batches_per_epoch() / options.accumulate * options.accumulate;
+  std::vector<float> images(static_cast<size_t>(options.batch * train_set.image_elements()));
+  std::vector<int32_t> labels(static_cast<size_t>(options.batch));
+  TrainReport report;
+  double train_seconds = 0;
+  int64_t examples = 0;
+  for (int64_t epoch = first_epoch; epoch < options.epochs; ++epoch) {
+    const auto permutation = sampler.permutation(epoch);
+    const auto start = Clock::now();
+    auto window_start = start;
+    double window_loss = 0;
+    int64_t window_batches = 0;
+    for (int64_t b = 0; b < micro_batches; ++b) {
+      sampler.copy_batch(train_set, permutation, b, images, labels);
+      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(state, images.data(), labels.data(),
+                                                              options.seed, counters));
+      report.losses.push_back(loss);
+      window_loss += loss;
+      ++window_batches;
+      const bool step_done = counters.micro_step % options.accumulate == 0;
+      if (step_done && (counters.optimizer_step % options.log_every == 0 || b + 1 == micro_batches)) {
+        const auto now = Clock::now();
+        const double seconds = std::chrono::duration<double>(now - window_start).count();
+        log(format("epoch %lld step %lld loss %.4f %.0f examples/s", static_cast<long long>(epoch + 1),
+                   static_cast<long long>(counters.optimizer_step), window_loss / window_batches,
+                   static_cast<double>(window_batches * options.batch) / seconds));
+        window_start = now;
+        window_loss = 0;
+        window_batches = 0;
+      }
+    }
+    train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    examples += micro_batches * options.batch;
+    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, state, test_set));
+    report.test_accuracy.push_back(accuracy);
+    log(format("epoch %lld done: test accuracy %.2f%% (%lld test images)", static_cast<long long>(epoch + 1),
+               100.0 * accuracy, static_cast<long long>(test_set.count)));
+    if (!options.save_path.empty()) {
+      MEMFIT_RETURN_IF_ERROR(save_checkpoint(
+          options.save_path, make_checkpoint(options.model, epoch + 1, counters, *program, state)));
+      log("saved " + options.save_path);
+    }
+  }
+  report.examples_per_second = train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
+  report.peak_bytes = program->peak_bytes();
+  report.optimizer_steps = counters.optimizer_step;
+  return report;
+}
+
+}  // namespace memfit

@@ -1,0 +1,129 @@
+#include "train/training_program.h"
+
+#include <algorithm>
+#include <map>
+
+#include "autodiff/autodiff.h"
+#include "core/random.h"
+
+namespace memfit {
+namespace {
+
+// One step graph: the model, its backward pass, the optimizer in `mode`.
+Result<Graph> build_step_graph(const std::string& name, int64_t batch, int64_t accumulate,
+                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out) {
+  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(name, batch, true));
+  Graph& g = model.graph;
+  MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,
+                                                       1.0f / static_cast<float>(accumulate)));
+  MEMFIT_RETURN_IF_ERROR(append_optimizer(g, model.params, grads, optimizer, mode));
+  Graph pruned = remove_dead_nodes(g);
+  MEMFIT_RETURN_IF_ERROR(verify_graph(pruned));
+  *model_out = std::move(model);
+  return pruned;
+}
+
+uint64_t name_hash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "reference") return make_reference_backend();
+  return nullptr;
+}
+
+Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
+    const std::string& model, int64_t batch, int64_t accumulate, const OptimizerConfig& optimizer,
+    int64_t eval_batch, const Backend& backend) {
+  if (accumulate < 1) return Status::error("--accumulate must be at least 1");
+  auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
+  program->batch_ = batch;
+  program->accumulate_ = accumulate;
+  program->eval_batch_ = eval_batch;
+  Model built;
+  const UpdateMode apply_mode = accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
+  MEMFIT_ASSIGN_OR_RETURN(Graph apply, build_step_graph(model, batch, accumulate, optimizer, apply_mode, &built));
+  program->init_ = built.init;
+  for (const Value& v : apply.values()) {
+    if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
+  }
+  MEMFIT_ASSIGN_OR_RETURN(program->apply_, Executable::compile(std::move(apply), backend));
+  if (accumulate > 1) {
+    MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, batch, accumulate, optimizer,
+                                                        UpdateMode::accumulate, &built));
+    MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_, Executable::compile(std::move(acc), backend));
+  }
+  MEMFIT_ASSIGN_OR_RETURN(Model eval, build_model(model, eval_batch, false));
+  MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(eval.graph), backend));
+  return program;
+}
+
+void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
+  for (const auto& [name, shape] : state_shapes_) {
+    std::vector<float>& data = state[name];
+    data.assign(static_cast<size_t>(num_elements(shape)), 0.0f);
+    auto it = init_.find(name);
+    if (it == init_.end()) continue;  // optimizer state and accumulators start at zero
+    const Init& init = it->second;
+    const uint64_t key = name_hash(name);
+    for (size_t i = 0; i < data.size(); ++i) {
+      switch (init.kind) {
+        case Init::Kind::zeros:
+          break;
+        case Init::Kind::ones:
+          data[i] = 1.0f;
+          break;
+        case Init::Kind::uniform:
+          data[i] = (2.0f * random_uniform(seed, 0, key, i) - 1.0f) * init.bound;
+          break;
+      }
+    }
+  }
+}
+
+Result<float> TrainingProgram::micro_step(StateStore& state, const float* images,
+                                          const int32_t* labels, uint64_t seed,
+                                          StepCounters& counters) {
+  const bool apply = (counters.micro_step + 1) % accumulate_ == 0;
+  Executable& exe = apply ? *apply_ : *accumulate_only_;
+  const Feeds feeds = {{"images", images}, {"labels", labels}};
+  MEMFIT_ASSIGN_OR_RETURN(StepResult result,
+                          exe.run(state, feeds, StepContext{seed, counters.micro_step, counters.optimizer_step}));
+  peak_bytes_ = std::max(peak_bytes_, result.peak_bytes);
+  ++counters.micro_step;
+  if (apply) ++counters.optimizer_step;
+  return result.outputs.at("loss")[0];
+}
+
+Result<std::vector<int32_t>> TrainingProgram::predict(StateStore& state, const float* images) {
+  std::vector<int32_t> dummy_labels(static_cast<size_t>(eval_batch_), 0);
+  Feeds feeds = {{"images", images}};
+  if (eval_->graph().find_value("labels").valid()) feeds["labels"] = dummy_labels.data();
+  MEMFIT_ASSIGN_OR_RETURN(StepResult result, eval_->run(state, feeds, StepContext{}));
+  const ValueId logits_id = eval_->graph().outputs()[0];
+  const std::vector<float>& logits = result.outputs.at(eval_->graph().value(logits_id).name);
+  const auto classes = static_cast<size_t>(eval_->graph().value(logits_id).type.shape[1]);
+  std::vector<int32_t> predicted(static_cast<size_t>(eval_batch_));
+  for (size_t n = 0; n < predicted.size(); ++n) {
+    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(n * classes);
+    predicted[n] = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(classes)) - row);
+  }
+  return predicted;
+}
+
+std::string TrainingProgram::backend_summary() const {
+  std::map<std::string, int> counts;
+  for (const auto& name : apply_->node_backends()) ++counts[name];
+  std::string out;
+  for (const auto& [name, count] : counts) {
+    out += (out.empty() ? "" : ", ") + name + " " + std::to_string(count);
+  }
+  return out;
+}
+
+}  // namespace memfit

@@ -1,0 +1,64 @@
+// The compiled graphs of one training configuration: the step graph(s) and
+// the evaluation graph, and the state they share.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memfit/builder.h"
+#include "memfit/train.h"
+#include "runtime/executor.h"
+
+namespace memfit {
+
+struct StepCounters {
+  int64_t micro_step = 0;      // micro-batches run so far
+  int64_t optimizer_step = 0;  // optimizer updates so far
+};
+
+class TrainingProgram {
+ public:
+  // With accumulate = K > 1, micro-batches add their gradients (of the loss
+  // scaled by 1/K) to persistent accumulators, and every K-th one also
+  // updates the parameters and clears the accumulators.
+  static Result<std::unique_ptr<TrainingProgram>> create(const std::string& model, int64_t batch,
+                                                         int64_t accumulate,
+                                                         const OptimizerConfig& optimizer,
+                                                         int64_t eval_batch, const Backend& backend);
+
+  // Parameters and model state from their Init (uniform draws keyed by the
+  // seed and the value's name), optimizer state and accumulators at zero.
+  void init_state(StateStore& state, uint64_t seed) const;
+  // Every persistent value with its shape, in a fixed order (checkpoints).
+  const std::vector<std::pair<std::string, Shape>>& state_shapes() const { return state_shapes_; }
+
+  // Runs one micro-batch (images (B, 1, 28, 28), labels (B)) and returns its loss.
+  Result<float> micro_step(StateStore& state, const float* images, const int32_t* labels,
+                           uint64_t seed, StepCounters& counters);
+  // The predicted class of each of eval_batch images.
+  Result<std::vector<int32_t>> predict(StateStore& state, const float* images);
+
+  int64_t batch() const { return batch_; }
+  int64_t eval_batch() const { return eval_batch_; }
+  size_t peak_bytes() const { return peak_bytes_; }
+  // Nodes of the step graph run by each backend, e.g. "cpu 14, reference 9".
+  std::string backend_summary() const;
+  const Graph& step_graph() const { return apply_->graph(); }
+  // The executable that updates the parameters (per-node times, backends).
+  const Executable& step_executable() const { return *apply_; }
+
+ private:
+  int64_t batch_ = 0, accumulate_ = 1, eval_batch_ = 0;
+  std::unique_ptr<Executable> apply_;       // updates the parameters
+  std::unique_ptr<Executable> accumulate_only_;  // K > 1: only accumulates
+  std::unique_ptr<Executable> eval_;
+  std::unordered_map<std::string, Init> init_;
+  std::vector<std::pair<std::string, Shape>> state_shapes_;
+  size_t peak_bytes_ = 0;
+};
+
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+}  // namespace memfit

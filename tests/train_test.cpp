@@ -1,0 +1,164 @@
+// Training: gradient accumulation equals one large batch; a run resumed from
+// a checkpoint repeats the uninterrupted run's losses exactly; bad checkpoints
+// are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "memfit/train.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/training_program.h"
+
+namespace memfit {
+namespace {
+
+// Parameters after one optimizer step over 32 examples: one batch of 32, or
+// 4 accumulated micro-batches of 8.
+StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& optimizer,
+                    const std::vector<float>& images, const std::vector<int32_t>& labels) {
+  const auto backend = make_cpu_backend();
+  auto program = TrainingProgram::create("lenet", batch, accumulate, optimizer, 8, *backend).value();
+  StateStore state;
+  program->init_state(state, 17);
+  StepCounters counters;
+  for (int64_t m = 0; m < accumulate; ++m) {
+    EXPECT_TRUE(program->micro_step(state, images.data() + m * batch * 784, labels.data() + m * batch,
+                                    17, counters).is_ok());
+  }
+  EXPECT_EQ(counters.optimizer_step, 1);
+  return state;
+}
+
+TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
+  const auto images = testing::random_normal(32 * 784, 3);
+  std::vector<int32_t> labels(32);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>((i * 7) % 10);
+  for (auto kind : {OptimizerConfig::Kind::sgd, OptimizerConfig::Kind::adamw}) {
+    OptimizerConfig optimizer;
+    optimizer.kind = kind;
+    optimizer.lr = kind == OptimizerConfig::Kind::sgd ? 0.1f : 0.01f;
+    optimizer.weight_decay = 0.01f;
+    StateStore whole = one_step(32, 1, optimizer, images, labels);
+    StateStore parts = one_step(8, 4, optimizer, images, labels);
+    size_t compared = 0;
+    for (const auto& [name, data] : whole.tensors()) {
+      const std::vector<float>* other = parts.find(name);
+      ASSERT_NE(other, nullptr) << name;
+      if (name.find(".grad_acc") != std::string::npos) continue;
+      for (size_t i = 0; i < data.size(); ++i) {
+        EXPECT_NEAR(data[i], (*other)[i], 2e-6 + 1e-4 * std::abs(data[i])) << name << "[" << i << "]";
+      }
+      compared += data.size();
+    }
+    // Accumulators are cleared by the step that applies them.
+    for (const auto& [name, data] : parts.tensors()) {
+      if (name.find(".grad_acc") == std::string::npos) continue;
+      for (float v : data) ASSERT_EQ(v, 0.0f) << name;
+      ASSERT_TRUE(whole.find(name) == nullptr);
+    }
+    EXPECT_GT(compared, 60000u);
+  }
+}
+
+TrainOptions small_run(const std::string& model) {
+  TrainOptions o;
+  o.model = model;
+  o.batch = 50;
+  o.limit = 1000;  // 20 micro-batches an epoch, 1000 test images
+  o.accumulate = 2;
+  o.optimizer.kind = OptimizerConfig::Kind::adamw;
+  o.optimizer.lr = 1e-3f;
+  o.seed = 5;
+  o.log_every = 1000;
+  return o;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("memfit_train_test_" + name)).string();
+}
+
+const auto quiet = [](const std::string&) {};
+
+TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
+  // mlp has dropout: the masks depend on the step counter, which the checkpoint keeps.
+  TrainOptions whole = small_run("mlp");
+  whole.epochs = 2;
+  const auto uninterrupted = train(whole, quiet).value();
+  ASSERT_EQ(uninterrupted.losses.size(), 40u);
+
+  const std::string path = temp_path("resume.ckpt");
+  TrainOptions first = whole;
+  first.epochs = 1;
+  first.save_path = path;
+  const auto part1 = train(first, quiet).value();
+  TrainOptions second = whole;
+  second.resume_path = path;
+  const auto part2 = train(second, quiet).value();
+  std::filesystem::remove(path);
+
+  ASSERT_EQ(part1.losses.size(), 20u);
+  ASSERT_EQ(part2.losses.size(), 20u);
+  for (size_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(part1.losses[i], uninterrupted.losses[i]) << i;
+    EXPECT_EQ(part2.losses[i], uninterrupted.losses[20 + i]) << i;
+  }
+  EXPECT_EQ(part2.test_accuracy.back(), uninterrupted.test_accuracy.back());
+  EXPECT_EQ(part2.optimizer_steps, 20);
+  // The losses fall: the model learns.
+  EXPECT_LT(uninterrupted.losses.back(), uninterrupted.losses.front());
+}
+
+TEST(Resume, RefusesBadCheckpoints) {
+  const std::string path = temp_path("bad.ckpt");
+  TrainOptions first = small_run("lenet");
+  first.epochs = 1;
+  first.save_path = path;
+  ASSERT_TRUE(train(first, quiet).is_ok());
+
+  // Another model.
+  TrainOptions other = small_run("mlp");
+  other.resume_path = path;
+  auto wrong_model = train(other, quiet);
+  ASSERT_FALSE(wrong_model.is_ok());
+  EXPECT_NE(wrong_model.message().find("lenet"), std::string::npos) << wrong_model.message();
+
+  // Another optimizer: its state is missing from the checkpoint.
+  TrainOptions sgd = small_run("lenet");
+  sgd.optimizer.kind = OptimizerConfig::Kind::sgd;
+  sgd.resume_path = path;
+  EXPECT_FALSE(train(sgd, quiet).is_ok());
+
+  // Truncated: refused, and the file is left as it was.
+  const auto size = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, size / 2);
+  TrainOptions resume = small_run("lenet");
+  resume.resume_path = path;
+  resume.save_path = path;
+  auto truncated = train(resume, quiet);
+  ASSERT_FALSE(truncated.is_ok());
+  EXPECT_NE(truncated.message().find(path), std::string::npos) << truncated.message();
+  EXPECT_EQ(std::filesystem::file_size(path), size / 2);
+  std::filesystem::remove(path);
+}
+
+TEST(Train, RejectsBadOptions) {
+  TrainOptions o = small_run("lenet");
+  o.accumulate = 0;
+  EXPECT_FALSE(train(o, quiet).is_ok());
+  o = small_run("lenet");
+  o.model = "nonexistent";
+  auto unknown = train(o, quiet);
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.message().find("unknown model"), std::string::npos);
+  o = small_run("lenet");
+  o.data_dir = "/nonexistent/dir";
+  auto missing = train(o, quiet);
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.message().find("dataset-fashion-mnist"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memfit
