@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything memfit needs to build, test and train, from Debian 12's packages.
+set -euo pipefail
+packages=(
+  cmake g++ make            # the build
+  libdnnl-dev               # oneDNN: the CPU backend's kernels
+  zlib1g-dev                # reading the gzipped Fashion-MNIST files
+  libcli11-dev              # the command line
+  libgtest-dev              # the tests
+  dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
+)
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "installed: ${packages[*]}" | tr -s ' '
