@@ -11,9 +11,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memfit/ir.h"
@@ -133,8 +133,7 @@ std::unique_ptr<KernelRun> run_kernel(Kernel& kernel, const Graph& graph, const 
     std::memcpy(run->inputs.back().data(), v.data(), v.size() * sizeof(float));
   }
   for (const ValueId id : node.outputs) run->outputs.emplace_back(graph.value(id).bytes(), 0xFF);
-  run->workspace =
-      std::make_unique<GuardedBuffer>(kernel.workspace_bytes(), 0xFF, workspace_shift);
+  run->workspace = std::make_unique<GuardedBuffer>(kernel.workspace_bytes(), 0xFF, workspace_shift);
 
   std::vector<void*> in_ptrs, out_ptrs;
   for (auto& b : run->inputs) in_ptrs.push_back(b.data());

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <bit>
-#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -501,10 +500,10 @@ std::string mutate(std::string text, std::mt19937_64& rng) {
 }
 
 TEST(IrTextTest, SurvivesRandomMutations) {
-  const std::string valid = print_graph(std::random_device{}() % 2 ? training_step_graph() : every_op_graph());
-  const uint64_t seed = std::random_device{}(); std::mt19937_64 rng(seed); std::printf("seed %llu\n", (unsigned long long)seed);
+  const std::string valid = print_graph(training_step_graph());
+  std::mt19937_64 rng(20240611);
   int parsed_count = 0, verified_count = 0, rejected_count = 0;
-  for (int trial = 0; trial < 30000; ++trial) {
+  for (int trial = 0; trial < 4000; ++trial) {
     std::string text = valid;
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int e = 0; e < edits; ++e) text = mutate(std::move(text), rng);
@@ -527,7 +526,6 @@ TEST(IrTextTest, SurvivesRandomMutations) {
     ASSERT_TRUE(again.is_ok()) << again.message() << "\n" << printed;
     EXPECT_EQ(print_graph(*again), printed);
   }
-  std::printf("rejected %d parsed %d verified %d\n", rejected_count, parsed_count, verified_count);
   // The mutations reach every outcome: parse errors, verifier errors, valid graphs.
   EXPECT_GT(rejected_count, 0);
   EXPECT_GT(parsed_count, verified_count);

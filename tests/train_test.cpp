@@ -26,7 +26,7 @@ StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& op
   StepCounters counters;
   for (int64_t m = 0; m < accumulate; ++m) {
     EXPECT_TRUE(program->micro_step(state, images.data() + m * batch * 784, labels.data() + m * batch,
-                                    17, counters).is_ok());
+                                    17, 1.0f, counters).is_ok());
   }
   EXPECT_EQ(counters.optimizer_step, 1);
   return state;
@@ -91,7 +91,7 @@ TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
 
   const std::string path = temp_path("resume.ckpt");
   TrainOptions first = whole;
-  first.epochs = 1;
+  first.stop_after = 1;
   first.save_path = path;
   const auto part1 = train(first, quiet).value();
   TrainOptions second = whole;

@@ -18,17 +18,25 @@ struct OptimizerConfig {
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw
 };
 
+// How the learning rate changes over the run: constant, or cosine decay from
+// lr to 0 over all the run's optimizer steps (Loshchilov and Hutter 2017).
+enum class Schedule { constant, cosine };
+
 struct TrainOptions {
   std::string model = "lenet";
   int64_t epochs = 2;
+  int64_t stop_after = 0;   // stop after this epoch, as if interrupted (the schedule
+                            // still spans `epochs`); 0: run to the end
   int64_t batch = 64;       // examples per micro-batch
   int64_t accumulate = 1;   // micro-batches per optimizer step
   OptimizerConfig optimizer;
+  Schedule schedule = Schedule::cosine;
   uint64_t seed = 1;
   std::string data_dir;     // empty: Debian's /usr/share/datasets/fashion-mnist
   std::string save_path;    // checkpoint written after every epoch; empty: none
   std::string resume_path;  // checkpoint to continue from; empty: start afresh
   std::string backend = "cpu";  // cpu (oneDNN) or reference
+  int threads = 0;              // threads of the cpu backend; 0: one per core
   int64_t limit = 0;        // use only the first `limit` training and test examples; 0: all
   int64_t log_every = 100;  // optimizer steps between progress lines
 };

@@ -312,8 +312,9 @@ class GraphParser {
     if (keyword == "node") return node(cursor);
     if (keyword == "output") return output(cursor);
     if (keyword == "update") return update(cursor);
-    if (keyword.empty())
+    if (keyword.empty()) {
       return cursor.error("expected input, node, output or update " + cursor.found());
+    }
     return cursor.error("unknown statement '" + std::string(keyword) +
                         "' (expected input, node, output or update)");
   }
@@ -335,8 +336,9 @@ class GraphParser {
     }
     MEMFIT_RETURN_IF_ERROR(cursor.expect("="));
     const std::string_view op = cursor.word();
-    if (op.empty())
+    if (op.empty()) {
       return cursor.error("node '" + node.name + "': expected an op " + cursor.found());
+    }
     const Result<OpKind> kind = op_from_name(op);
     if (!kind) return cursor.error("node '" + node.name + "': " + kind.message());
     node.op = *kind;
@@ -389,8 +391,9 @@ class GraphParser {
     while (!cursor.consume("}")) {
       if (cursor.at_end()) return cursor.error(where + ": missing '}' after the attributes");
       const std::string_view key = cursor.word();
-      if (key.empty())
+      if (key.empty()) {
         return cursor.error(where + ": expected an attribute name " + cursor.found());
+      }
       const std::string quoted_key = "attribute '" + std::string(key) + "'";
       for (const Given& other : given) {
         if (other.key == key) return cursor.error(where + ": " + quoted_key + " is given twice");

@@ -44,6 +44,15 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
   exe->graph_ = std::move(graph);
   const Graph& g = exe->graph_;
   const auto reference = make_reference_backend();
+  // The bytes the backend's layout of each value takes: what is allocated and counted.
+  // Values exchanged with the host (inputs, state, outputs) are copied as plain data.
+  for (size_t v = 0; v < g.num_values(); ++v) {
+    const TensorLayout layout = backend.layout(g, ValueId(static_cast<int32_t>(v)));
+    exe->value_bytes_.push_back(layout.bytes);
+    if (!g.values()[v].producer.valid() && layout.format != "plain") {
+      return Status::error("graph input '" + g.values()[v].name + "' must have the plain layout");
+    }
+  }
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
     const Backend& chosen = backend.supports(g, g.node(id)) ? backend : *reference;
@@ -90,11 +99,11 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
       auto it = feeds.find(value.name);
       if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
       // Inputs are copied in, as onto a device.
-      owned[v] = allocate(value.bytes());
+      owned[v] = allocate(value_bytes_[v]);
       std::memcpy(owned[v].get(), it->second, value.bytes());
       data[v] = owned[v].get();
     }
-    live.add(value.bytes());
+    live.add(value_bytes_[v]);
   }
 
   std::vector<void*> inputs, outputs;
@@ -104,7 +113,7 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     outputs.clear();
     for (ValueId in : node.inputs) inputs.push_back(data[in.idx()]);
     for (ValueId out : node.outputs) {
-      const size_t bytes = g.value(out).bytes();
+      const size_t bytes = value_bytes_[out.idx()];
       owned[out.idx()] = allocate(bytes);
       data[out.idx()] = owned[out.idx()].get();
       outputs.push_back(data[out.idx()]);
@@ -120,7 +129,7 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     live.remove(workspace_bytes);
     for (ValueId v : frees_after_[n]) {
       owned[v.idx()].reset();
-      live.remove(g.value(v).bytes());
+      live.remove(value_bytes_[v.idx()]);
     }
   }
 

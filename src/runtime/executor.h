@@ -56,6 +56,7 @@ class Executable {
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<std::string> node_backends_;
   std::vector<double> node_seconds_;
+  std::vector<size_t> value_bytes_;  // per value, as the backend lays it out
   std::vector<std::vector<ValueId>> frees_after_;  // per node: values whose last reader it is
 };
 

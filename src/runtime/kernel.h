@@ -18,6 +18,7 @@ struct StepContext {
   uint64_t seed = 0;           // the run's seed (dropout masks)
   int64_t micro_step = 0;      // forward passes so far (dropout masks)
   int64_t optimizer_step = 0;  // optimizer updates so far (AdamW bias correction)
+  float lr_scale = 1.0f;       // the learning-rate schedule's factor for this step
 };
 
 struct KernelArgs {
@@ -55,6 +56,8 @@ class Backend {
 // Plain loops for every op: the oracle.
 std::unique_ptr<Backend> make_reference_backend();
 // oneDNN kernels where oneDNN has them, reference kernels for the rest.
-std::unique_ptr<Backend> make_cpu_backend();
+// threads > 0 sets the number of threads oneDNN uses (for the whole process);
+// 0 leaves OpenMP's default, one per core.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
 }  // namespace memfit

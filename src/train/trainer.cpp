@@ -1,6 +1,7 @@
 // The training loop of `memfit train`: data, epochs, accumulation, evaluation,
 // checkpoints and progress lines.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "memfit/train.h"
@@ -25,6 +26,13 @@ std::string format(const char* fmt, auto... args) {
   char line[256];
   std::snprintf(line, sizeof line, fmt, args...);
   return line;
+}
+
+// The factor of the learning rate at optimizer step `step` of `total`.
+float schedule_scale(Schedule schedule, int64_t step, int64_t total) {
+  if (schedule == Schedule::constant) return 1.0f;
+  constexpr double kPi = 3.14159265358979323846;
+  return static_cast<float>(0.5 * (1.0 + std::cos(kPi * static_cast<double>(step) / static_cast<double>(total))));
 }
 
 Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCounters& counters,
@@ -58,6 +66,8 @@ Status check_options(const TrainOptions& o) {
   if (o.accumulate < 1) return Status::error("--accumulate must be at least 1");
   if (!(o.optimizer.lr > 0.0f)) return Status::error("--lr must be positive");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
+  if (o.threads < 0) return Status::error("--threads must not be negative");
+  if (o.stop_after < 0) return Status::error("--stop-after must not be negative");
   return Status::ok();
 }
 
@@ -66,7 +76,7 @@ Status check_options(const TrainOptions& o) {
 Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log) {
   MEMFIT_RETURN_IF_ERROR(check_options(options));
-  const auto backend = make_backend(options.backend);
+  const auto backend = make_backend(options.backend, options.threads);
   if (!backend) return Status::error("unknown backend '" + options.backend + "' (cpu or reference)");
   const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
   MEMFIT_ASSIGN_OR_RETURN(ImageDataset train_set, load_fashion_mnist(dir, true));
@@ -104,12 +114,14 @@ Result<TrainReport> train(const TrainOptions& options,
   MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler, BatchSampler::create(train_set.count, options.batch, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
   const int64_t micro_batches = sampler.batches_per_epoch() / options.accumulate * options.accumulate;
+  const int64_t total_steps = options.epochs * micro_batches / options.accumulate;
   std::vector<float> images(static_cast<size_t>(options.batch * train_set.image_elements()));
   std::vector<int32_t> labels(static_cast<size_t>(options.batch));
   TrainReport report;
   double train_seconds = 0;
   int64_t examples = 0;
-  for (int64_t epoch = first_epoch; epoch < options.epochs; ++epoch) {
+  const int64_t last_epoch = options.stop_after > 0 ? std::min(options.stop_after, options.epochs) : options.epochs;
+  for (int64_t epoch = first_epoch; epoch < last_epoch; ++epoch) {
     const auto permutation = sampler.permutation(epoch);
     const auto start = Clock::now();
     auto window_start = start;
@@ -117,8 +129,9 @@ Result<TrainReport> train(const TrainOptions& options,
     int64_t window_batches = 0;
     for (int64_t b = 0; b < micro_batches; ++b) {
       sampler.copy_batch(train_set, permutation, b, images, labels);
+      const float lr_scale = schedule_scale(options.schedule, counters.optimizer_step, total_steps);
       MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(state, images.data(), labels.data(),
-                                                              options.seed, counters));
+                                                              options.seed, lr_scale, counters));
       report.losses.push_back(loss);
       window_loss += loss;
       ++window_batches;

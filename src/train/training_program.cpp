@@ -31,8 +31,8 @@ uint64_t name_hash(const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "cpu") return make_cpu_backend();
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") return make_cpu_backend(threads);
   if (name == "reference") return make_reference_backend();
   return nullptr;
 }
@@ -87,13 +87,13 @@ void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
 }
 
 Result<float> TrainingProgram::micro_step(StateStore& state, const float* images,
-                                          const int32_t* labels, uint64_t seed,
+                                          const int32_t* labels, uint64_t seed, float lr_scale,
                                           StepCounters& counters) {
   const bool apply = (counters.micro_step + 1) % accumulate_ == 0;
   Executable& exe = apply ? *apply_ : *accumulate_only_;
   const Feeds feeds = {{"images", images}, {"labels", labels}};
   MEMFIT_ASSIGN_OR_RETURN(StepResult result,
-                          exe.run(state, feeds, StepContext{seed, counters.micro_step, counters.optimizer_step}));
+                          exe.run(state, feeds, StepContext{seed, counters.micro_step, counters.optimizer_step, lr_scale}));
   peak_bytes_ = std::max(peak_bytes_, result.peak_bytes);
   ++counters.micro_step;
   if (apply) ++counters.optimizer_step;

@@ -36,7 +36,7 @@ class TrainingProgram {
 
   // Runs one micro-batch (images (B, 1, 28, 28), labels (B)) and returns its loss.
   Result<float> micro_step(StateStore& state, const float* images, const int32_t* labels,
-                           uint64_t seed, StepCounters& counters);
+                           uint64_t seed, float lr_scale, StepCounters& counters);
   // The predicted class of each of eval_batch images.
   Result<std::vector<int32_t>> predict(StateStore& state, const float* images);
 
@@ -59,6 +59,7 @@ class TrainingProgram {
   size_t peak_bytes_ = 0;
 };
 
-std::unique_ptr<Backend> make_backend(const std::string& name);
+// The backend called `name` (cpu or reference), or null.
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads);
 
 }  // namespace memfit

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
   cmd->add_option("--epochs", train.epochs, "passes over the training set")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--stop-after", train.stop_after,
+                  "stop after this epoch, as if interrupted (to --resume later)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch", train.batch, "examples per micro-batch")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -55,6 +58,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cmd->add_option("--lr", lr, "learning rate (default: 0.05 for sgd, 0.001 for adamw)")
       ->check(CLI::PositiveNumber);
+  std::string schedule = "cosine";
+  cmd->add_option("--schedule", schedule, "learning rate: constant, or cosine decay to 0 over the run")
+      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->capture_default_str();
   cmd->add_option("--weight-decay", train.optimizer.weight_decay, "weight decay")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -68,6 +75,8 @@ int main(int argc, char** argv) {
   cmd->add_option("--backend", train.backend, "cpu (oneDNN) or reference (plain loops)")
       ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
+  cmd->add_option("--threads", train.threads, "threads of the cpu backend (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--limit", train.limit, "use only the first N training and test examples")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
@@ -86,6 +95,7 @@ int main(int argc, char** argv) {
   }
 
   if (cmd->parsed()) {
+    train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
       train.optimizer.lr = lr > 0 ? lr : 1e-3f;

@@ -1,5 +1,7 @@
 // The CPU backend: oneDNN kernels for the compute-heavy ops, the reference
 // kernels for the rest. All kernels are created when a graph is compiled.
+#include <omp.h>
+
 #include <string>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -84,6 +86,10 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  // oneDNN runs on OpenMP, whose thread count is global to the process.
+  if (threads > 0) omp_set_num_threads(threads);
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace memfit

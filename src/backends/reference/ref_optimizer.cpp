@@ -15,7 +15,8 @@ void ref_sgd_update(const RefCall& call) {
   const bool has_velocity = attrs.momentum != 0.0f;
   MEMFIT_CHECK(call.in.size() == (has_velocity ? 3u : 2u));
   MEMFIT_CHECK(call.out.size() == (has_velocity ? 2u : 1u));
-  const double lr = attrs.lr;
+  // The schedule scales the configured rate step by step (docs/ops.md).
+  const double lr = static_cast<double>(attrs.lr) * call.args.step.lr_scale;
   const double momentum = attrs.momentum;
   const double weight_decay = attrs.weight_decay;
   const int64_t count = num_elements(call.in[0].shape);
@@ -38,7 +39,8 @@ void ref_sgd_update(const RefCall& call) {
 // w' = w - lr (weight_decay w + (m' / (1 - beta1^t)) / (sqrt(v' / (1 - beta2^t)) + eps)).
 void ref_adamw_update(const RefCall& call) {
   const auto& attrs = call.attrs<AdamWAttrs>();
-  const double lr = attrs.lr;
+  // The schedule scales the configured rate step by step (docs/ops.md).
+  const double lr = static_cast<double>(attrs.lr) * call.args.step.lr_scale;
   const double beta1 = attrs.beta1;
   const double beta2 = attrs.beta2;
   const double eps = attrs.eps;
