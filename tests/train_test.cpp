@@ -43,16 +43,29 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
     optimizer.weight_decay = 0.01f;
     StateStore whole = one_step(32, 1, optimizer, images, labels);
     StateStore parts = one_step(8, 4, optimizer, images, labels);
+    // SGD's update is linear in the gradient: elementwise agreement. AdamW
+    // divides by the root of the squared gradient, which turns float rounding
+    // in a near-zero gradient into a large relative change of that element's
+    // update (up to 2 lr when its sign flips), so it is compared on average.
+    const bool sgd = kind == OptimizerConfig::Kind::sgd;
     size_t compared = 0;
+    double total_difference = 0;
     for (const auto& [name, data] : whole.tensors()) {
       const std::vector<float>* other = parts.find(name);
       ASSERT_NE(other, nullptr) << name;
       if (name.find(".grad_acc") != std::string::npos) continue;
       for (size_t i = 0; i < data.size(); ++i) {
-        EXPECT_NEAR(data[i], (*other)[i], 2e-6 + 1e-4 * std::abs(data[i])) << name << "[" << i << "]";
+        const double difference = std::abs(data[i] - (*other)[i]);
+        total_difference += difference;
+        if (sgd) {
+          EXPECT_LE(difference, 1e-6 + 1e-4 * std::abs(data[i])) << name << "[" << i << "]";
+        } else {
+          EXPECT_LE(difference, 2.0 * optimizer.lr + 1e-6) << name << "[" << i << "]";
+        }
       }
       compared += data.size();
     }
+    EXPECT_LT(total_difference / static_cast<double>(compared), sgd ? 1e-7 : 1e-3 * optimizer.lr);
     // Accumulators are cleared by the step that applies them.
     for (const auto& [name, data] : parts.tensors()) {
       if (name.find(".grad_acc") == std::string::npos) continue;

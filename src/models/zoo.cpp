@@ -7,18 +7,16 @@ namespace {
 
 constexpr int64_t kClasses = 10;
 
-// LeNet-5 (LeCun et al. 1998) for 28x28 images, with ReLU and max pooling:
-// conv 5x5 (6, padded) -> pool -> conv 5x5 (16) -> pool -> 120 -> 84 -> 10.
+// LeNet (LeCun et al. 1998) as in Caffe's MNIST example: conv 5x5 (20) ->
+// max pool -> conv 5x5 (50) -> max pool -> 500 -> 10, with ReLU.
 Result<Model> lenet(int64_t batch, bool training) {
   ModelBuilder b("lenet", training);
   ValueId x = b.input("images", {batch, 1, 28, 28});
   const ValueId labels = b.labels(batch);
-  x = b.max_pool2d(b.relu(b.conv2d("conv1", x, 6, 5, 1, 2)), 2, 2);  // (N, 6, 14, 14)
-  x = b.max_pool2d(b.relu(b.conv2d("conv2", x, 16, 5)), 2, 2);       // (N, 16, 5, 5)
-  x = b.flatten(x);
-  x = b.relu(b.linear("fc1", x, 120));
-  x = b.relu(b.linear("fc2", x, 84));
-  b.cross_entropy(b.linear("fc3", x, kClasses), labels);
+  x = b.max_pool2d(b.relu(b.conv2d("conv1", x, 20, 5)), 2, 2);  // (N, 20, 12, 12)
+  x = b.max_pool2d(b.relu(b.conv2d("conv2", x, 50, 5)), 2, 2);  // (N, 50, 4, 4)
+  x = b.relu(b.linear("fc1", b.flatten(x), 500));
+  b.cross_entropy(b.linear("fc2", x, kClasses), labels);
   return b.finish();
 }
 

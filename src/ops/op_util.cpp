@@ -12,8 +12,25 @@ Status expect_f32(const TensorType& type, int rank, const char* what) {
     return type_error(std::string(what) + " must have rank " + std::to_string(rank) + ", got " +
                       shape_string(type.shape));
   }
+  int64_t elements = 1;
   for (int64_t d : type.shape) {
     if (d <= 0) return type_error(std::string(what) + " has a non-positive dimension " + shape_string(type.shape));
+    if (d > kMaxElements / elements) {
+      return type_error(std::string(what) + " " + shape_string(type.shape) + " has more than 2^48 elements");
+    }
+    elements *= d;
+  }
+  return Status::ok();
+}
+
+Status expect_window(const Pair& stride, const Pair& pad, const Pair& dilation) {
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1 || pad[i] < 0) {
+      return Status::error("stride and dilation must be positive and pad non-negative");
+    }
+    if (stride[i] > kMaxElements || dilation[i] > kMaxElements || pad[i] > kMaxElements) {
+      return Status::error("stride, pad and dilation must be below 2^48");
+    }
   }
   return Status::ok();
 }

@@ -13,8 +13,15 @@ using Types = std::vector<TensorType>;
 
 inline Status type_error(const std::string& what) { return Status::error(what); }
 
-// Error unless `type` is f32 with the given rank (-1: any rank).
+// No tensor may hold more elements, nor a window attribute exceed it, so that
+// size arithmetic never overflows int64.
+inline constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+// Error unless `type` is f32 with the given rank (-1: any rank), positive
+// dimensions and at most kMaxElements elements.
 Status expect_f32(const TensorType& type, int rank, const char* what);
+// Error unless stride and dilation are in [1, kMaxElements] and pad in [0, kMaxElements].
+Status expect_window(const Pair& stride, const Pair& pad, const Pair& dilation);
 // NumPy broadcasting of two shapes; an error says which dimensions disagree.
 Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 // True when `from` broadcasts to `to` by NumPy rules.

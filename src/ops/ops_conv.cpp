@@ -10,7 +10,7 @@ using ops::Types;
 // The output shape of conv2d for input shape x and weight shape w.
 Result<Shape> conv_output(const Shape& x, const Shape& w, const Pair& stride, const Pair& pad,
                           const Pair& dilation, int64_t groups) {
-  if (groups < 1 || x[1] % groups != 0 || w[0] % groups != 0) {
+  if (groups < 1 || groups > x[1] || x[1] % groups != 0 || w[0] % groups != 0) {
     return Status::error("groups (" + std::to_string(groups) +
                          ") must divide the input and output channels");
   }
@@ -18,9 +18,10 @@ Result<Shape> conv_output(const Shape& x, const Shape& w, const Pair& stride, co
     return Status::error("w " + shape_string(w) + " does not match " + std::to_string(x[1]) +
                          " input channels in " + std::to_string(groups) + " groups");
   }
+  MEMFIT_RETURN_IF_ERROR(ops::expect_window(stride, pad, dilation));
   for (int i = 0; i < 2; ++i) {
-    if (stride[i] < 1 || dilation[i] < 1 || pad[i] < 0) {
-      return Status::error("stride and dilation must be positive and pad non-negative");
+    if (w[2 + static_cast<size_t>(i)] - 1 > ops::kMaxElements / dilation[i]) {
+      return Status::error("the dilated kernel is larger than 2^48");
     }
   }
   const int64_t oh = ops::window_out(x[2], w[2], stride[0], pad[0], dilation[0]);
@@ -50,7 +51,7 @@ Result<Types> infer_conv_grad_input(const Types& in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dGradAttrs>(attrs);
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], 4, "dy"));
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[1], 4, "w"));
-  if (a.shape.size() != 4) return Status::error("shape must be (N, C, H, W)");
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(a.shape), 4, "shape (N, C, H, W)"));
   MEMFIT_ASSIGN_OR_RETURN(Shape y, conv_output(a.shape, in[1].shape, a.stride, a.pad, a.dilation,
                                                a.groups));
   if (y != in[0].shape) return Status::error("dy " + shape_string(in[0].shape) + " should be " + shape_string(y));
@@ -62,7 +63,7 @@ Result<Types> infer_conv_grad_weight(const Types& in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dGradAttrs>(attrs);
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], 4, "dy"));
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[1], 4, "x"));
-  if (a.shape.size() != 4) return Status::error("shape must be (O, C/groups, KH, KW)");
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(a.shape), 4, "shape (O, C/groups, KH, KW)"));
   MEMFIT_ASSIGN_OR_RETURN(Shape y, conv_output(in[1].shape, a.shape, a.stride, a.pad, a.dilation,
                                                a.groups));
   if (y != in[0].shape) return Status::error("dy " + shape_string(in[0].shape) + " should be " + shape_string(y));

@@ -8,9 +8,10 @@ namespace {
 using ops::Types;
 
 Result<Shape> pool_output(const Shape& x, const Pair& kernel, const Pair& stride, const Pair& pad) {
+  MEMFIT_RETURN_IF_ERROR(ops::expect_window(stride, pad, {1, 1}));
   for (int i = 0; i < 2; ++i) {
-    if (kernel[i] < 1 || stride[i] < 1 || pad[i] < 0) {
-      return Status::error("kernel and stride must be positive and pad non-negative");
+    if (kernel[i] < 1 || kernel[i] > ops::kMaxElements) {
+      return Status::error("the kernel must be positive and below 2^48");
     }
     // A window made only of padding would have no maximum and nothing to average.
     if (pad[i] >= kernel[i]) return Status::error("pad must be smaller than the kernel");

@@ -21,6 +21,7 @@ Result<Types> infer_reshape(const Types& in, const Attrs& attrs) {
 Result<Types> infer_broadcast_to(const Types& in, const Attrs& attrs) {
   const Shape& shape = std::get<ShapeAttrs>(attrs).shape;
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(shape), -1, "shape"));
   if (!ops::broadcasts_to(in[0].shape, shape)) {
     return Status::error(shape_string(in[0].shape) + " does not broadcast to " + shape_string(shape));
   }

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The command line: --help exits 0, a bad flag or value prints the usage and
+# exits 2, a run-time error exits 1 with a message.
+set -uo pipefail
+memfit="$1"
+fail() { echo "FAIL: $*"; exit 1; }
+"$memfit" --help | grep -q "train" || fail "--help does not list train"
+"$memfit" train --help | grep -q -- "--accumulate" || fail "train --help does not list --accumulate"
+for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "train --optimizer rmsprop" "nonexistent" ""; do
+  out=$("$memfit" $args 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
+  grep -q "Usage" <<<"$out" || fail "'memfit $args' printed no usage"
+done
+out=$("$memfit" train --data /nonexistent/dir 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "missing data exited $rc, not 1"
+grep -q "dataset-fashion-mnist" <<<"$out" || fail "missing data: no install hint: $out"
+out=$("$memfit" train --resume /nonexistent/file.ckpt --limit 1000 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "missing checkpoint exited $rc, not 1"
+echo "ok"
