@@ -48,7 +48,7 @@ GradientGraph build_gradient_graph(OpKind op, const OpExample& ex) {
   }
   ValueId loss;
   for (int o : of) {
-    const TensorType& t = g.value(outs[static_cast<size_t>(o)]).type;
+    const TensorType t = g.value(outs[static_cast<size_t>(o)]).type;  // a copy: add_input may reallocate
     const ValueId r = g.add_input("in" + std::to_string(ex.inputs.size() + gg.weights.size()), t, Role::input);
     gg.weights.push_back(t);
     const ValueId prod = g.node(g.add_node(OpKind::mul, {outs[static_cast<size_t>(o)], r}, NoAttrs{}, "weighted").value()).outputs[0];

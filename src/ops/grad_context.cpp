@@ -19,7 +19,7 @@ Result<ValueId> GradContext::emit(OpKind op, std::vector<ValueId> inputs, Attrs 
 }
 
 Result<ValueId> GradContext::unbroadcast(ValueId grad, const Shape& shape) {
-  const Shape& from = graph.value(grad).type.shape;
+  const Shape from = graph.value(grad).type.shape;  // a copy: emit() may reallocate
   if (from == shape) return grad;
   // Leading dimensions that `shape` lacks, and dimensions where it has size 1.
   const size_t extra = from.size() - shape.size();

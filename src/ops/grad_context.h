@@ -19,7 +19,8 @@ struct GradContext {
   ValueId in(size_t i) const { return node.inputs.at(i); }
   ValueId out(size_t i) const { return node.outputs.at(i); }
   ValueId dout(size_t i) const { return output_grads.at(i); }
-  const Shape& shape(ValueId v) const { return graph.value(v).type.shape; }
+  // A copy: appending nodes may reallocate the values.
+  Shape shape(ValueId v) const { return graph.value(v).type.shape; }
   template <class A>
   const A& attrs() const {
     return std::get<A>(node.attrs);

@@ -41,7 +41,7 @@ Result<Types> infer_reduce(const Types& in, const Attrs& attrs) {
 // number of reduced elements for the mean.
 Status grad_reduce(GradContext& ctx, bool mean) {
   const auto& a = ctx.attrs<ReduceAttrs>();
-  const Shape& x = ctx.shape(ctx.in(0));
+  const Shape x = ctx.shape(ctx.in(0));
   const Shape kept = *kept_shape(x, a);
   ValueId dy = ctx.dout(0);
   if (ctx.shape(dy) != kept) {
