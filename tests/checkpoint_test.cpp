@@ -15,31 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace memfit {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory for one test, removed when the test ends. The pid keeps
-// tests that CTest runs in parallel processes apart.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            ("memfit_checkpoint_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -113,7 +94,7 @@ void expect_error(const Result<Checkpoint>& result, const std::string& path,
 }
 
 TEST(Checkpoint, RoundTripsExactly) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   const Checkpoint saved = make_checkpoint();
   ASSERT_TRUE(save_checkpoint(path, saved).is_ok());
@@ -132,12 +113,12 @@ TEST(Checkpoint, RoundTripsExactly) {
 }
 
 TEST(Checkpoint, MissingFileIsAnError) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   expect_error(load_checkpoint(dir.file("absent.ckpt")), dir.file("absent.ckpt"), "cannot open");
 }
 
 TEST(Checkpoint, EveryTruncationIsAnError) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   const std::vector<char> bytes = read_bytes(path);
@@ -148,7 +129,7 @@ TEST(Checkpoint, EveryTruncationIsAnError) {
 }
 
 TEST(Checkpoint, FlippedPayloadByteIsACrcError) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   std::vector<char> bytes = read_bytes(path);
@@ -158,7 +139,7 @@ TEST(Checkpoint, FlippedPayloadByteIsACrcError) {
 }
 
 TEST(Checkpoint, NoFlippedByteLoads) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   const std::vector<char> bytes = read_bytes(path);
@@ -171,7 +152,7 @@ TEST(Checkpoint, NoFlippedByteLoads) {
 }
 
 TEST(Checkpoint, WrongMagicIsAnError) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   std::vector<char> bytes = read_bytes(path);
@@ -181,7 +162,7 @@ TEST(Checkpoint, WrongMagicIsAnError) {
 }
 
 TEST(Checkpoint, WrongVersionIsAnError) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   std::vector<char> bytes = read_bytes(path);
@@ -219,7 +200,7 @@ class Payload {
 };
 
 TEST(Checkpoint, AbsurdLengthsBehindAValidCrcAreErrors) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   const std::pair<Payload, const char*> cases[] = {
       {Payload(0xFFFFFFFFu), "declares 4294967295 tensors"},
@@ -245,7 +226,7 @@ TEST(Checkpoint, AbsurdLengthsBehindAValidCrcAreErrors) {
 }
 
 TEST(Checkpoint, SaveIntoAMissingDirectoryFailsCleanly) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("no_such_dir/model.ckpt");
   const Status status = save_checkpoint(path, make_checkpoint());
   ASSERT_FALSE(status.is_ok());
@@ -255,7 +236,7 @@ TEST(Checkpoint, SaveIntoAMissingDirectoryFailsCleanly) {
 }
 
 TEST(Checkpoint, FailedRenameRemovesTheTemporaryFile) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   // A directory where the checkpoint should go: writing succeeds, the rename fails.
   const std::string path = dir.file("model.ckpt");
   fs::create_directory(path);
@@ -267,7 +248,7 @@ TEST(Checkpoint, FailedRenameRemovesTheTemporaryFile) {
 }
 
 TEST(Checkpoint, FailedWriteLeavesTheOldCheckpoint) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   const Checkpoint old = make_checkpoint();
   ASSERT_TRUE(save_checkpoint(path, old).is_ok());
@@ -293,7 +274,7 @@ TEST(Checkpoint, FailedWriteLeavesTheOldCheckpoint) {
 }
 
 TEST(Checkpoint, InvalidCheckpointIsNotSaved) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const std::string path = dir.file("model.ckpt");
   Checkpoint wrong_size = make_checkpoint();
   wrong_size.tensors[1].data.pop_back();

@@ -14,31 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace memfit {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory for one test, removed when the test ends. The pid keeps
-// tests that CTest runs in parallel processes apart.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(::testing::TempDir()) /
-            ("memfit_fashion_mnist_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::vector<char> read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -129,7 +110,7 @@ TEST(FashionMnist, LoadsTheTestSet) {
 }
 
 TEST(FashionMnist, MissingDirectorySaysWhatToInstall) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   Result<ImageDataset> data = load_fashion_mnist((dir.path() / "absent").string(), true);
   ASSERT_FALSE(data.is_ok());
   EXPECT_NE(data.message().find("train-images-idx3-ubyte.gz"), std::string::npos);
@@ -138,7 +119,7 @@ TEST(FashionMnist, MissingDirectorySaysWhatToInstall) {
 }
 
 TEST(FashionMnist, MissingLabelsFileIsNamed) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   fs::copy_file(fs::path(kDefaultFashionMnistDir) / "t10k-images-idx3-ubyte.gz",
                 dir.path() / "t10k-images-idx3-ubyte.gz");
   Result<ImageDataset> data = load_fashion_mnist(dir.path().string(), false);
@@ -148,7 +129,7 @@ TEST(FashionMnist, MissingLabelsFileIsNamed) {
 }
 
 TEST(FashionMnist, TruncatedGzipIsAnError) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   const fs::path source(kDefaultFashionMnistDir);
   const std::vector<char> labels = read_bytes(source / "t10k-labels-idx1-ubyte.gz");
   ASSERT_GT(labels.size(), 100u);
@@ -174,7 +155,7 @@ TEST(FashionMnist, TruncatedGzipIsAnError) {
 }
 
 TEST(FashionMnist, ReadsASmallSplitExactly) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   write_split(dir.path(), 3, 28, 28, {9, 0, 4});
   Result<ImageDataset> data = load_fashion_mnist(dir.path().string(), false);
   ASSERT_TRUE(data.is_ok()) << data.message();
@@ -201,7 +182,7 @@ TEST(FashionMnist, RejectsMalformedFiles) {
       {"wrong magic", 2, 28, 28, {1, 2}, 2051, "magic number 2051, expected 2049"},
   };
   for (const Case& c : cases) {
-    ScratchDir dir;
+    testing::ScratchDir dir;
     write_split(dir.path(), c.images, c.rows, c.cols, c.labels, c.labels_magic);
     Result<ImageDataset> data = load_fashion_mnist(dir.path().string(), false);
     ASSERT_FALSE(data.is_ok()) << c.what;
@@ -210,7 +191,7 @@ TEST(FashionMnist, RejectsMalformedFiles) {
 }
 
 TEST(FashionMnist, RejectsPayloadOfTheWrongLength) {
-  ScratchDir dir;
+  testing::ScratchDir dir;
   std::vector<uint8_t> labels;
   append_be32(labels, 2049);
   append_be32(labels, 1000);  // declares 1000 labels, holds 3

@@ -13,16 +13,6 @@ namespace {
 
 using testing::Words;
 
-std::vector<OpKind> all_ops() {
-  std::vector<OpKind> ops;
-  for (int i = 0; i < kNumOps; ++i) ops.push_back(static_cast<OpKind>(i));
-  return ops;
-}
-
-std::string op_test_name(const ::testing::TestParamInfo<OpKind>& info) {
-  return std::string(op_name(info.param));
-}
-
 void expect_close(const std::vector<float>& expected, const std::vector<float>& actual,
                   double rtol, double atol, const std::string& what) {
   ASSERT_EQ(expected.size(), actual.size()) << what;
@@ -99,7 +89,8 @@ TEST_P(OpBackendTest, InPlacePairsAreSafe) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOp, OpBackendTest, ::testing::ValuesIn(all_ops()), op_test_name);
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpBackendTest, ::testing::ValuesIn(testing::all_ops()),
+                         testing::op_test_name);
 
 }  // namespace
 }  // namespace memfit

@@ -14,16 +14,6 @@ namespace {
 
 using testing::Words;
 
-std::vector<OpKind> all_ops() {
-  std::vector<OpKind> ops;
-  for (int i = 0; i < kNumOps; ++i) ops.push_back(static_cast<OpKind>(i));
-  return ops;
-}
-
-std::string op_test_name(const ::testing::TestParamInfo<OpKind>& info) {
-  return std::string(op_name(info.param));
-}
-
 class OpGradientTest : public ::testing::TestWithParam<OpKind> {};
 
 // loss = sum over checked outputs o of sum(o * r_o), r_o fixed random weights.
@@ -115,7 +105,8 @@ TEST_P(OpGradientTest, MatchesFiniteDifferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryOp, OpGradientTest, ::testing::ValuesIn(all_ops()), op_test_name);
+INSTANTIATE_TEST_SUITE_P(EveryOp, OpGradientTest, ::testing::ValuesIn(testing::all_ops()),
+                         testing::op_test_name);
 
 }  // namespace
 }  // namespace memfit

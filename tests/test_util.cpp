@@ -10,6 +10,16 @@
 
 namespace memfit::testing {
 
+std::vector<OpKind> all_ops() {
+  std::vector<OpKind> ops;
+  for (int i = 0; i < kNumOps; ++i) ops.push_back(static_cast<OpKind>(i));
+  return ops;
+}
+
+std::string op_test_name(const ::testing::TestParamInfo<OpKind>& info) {
+  return std::string(op_name(info.param));
+}
+
 std::vector<float> random_normal(size_t count, uint64_t seed) {
   std::vector<float> out(count);
   for (size_t i = 0; i < count; ++i) {

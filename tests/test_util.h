@@ -1,13 +1,46 @@
 // Helpers shared by the tests.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "ops/op_table.h"
 #include "runtime/executor.h"
 
 namespace memfit::testing {
+
+// A fresh directory for one test, removed when the test ends. The pid keeps
+// tests that CTest runs in parallel processes apart.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::path(::testing::TempDir()) /
+            ("memfit_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Every op of the list, and its name as a test-parameter name.
+std::vector<OpKind> all_ops();
+std::string op_test_name(const ::testing::TestParamInfo<OpKind>& info);
 
 // Deterministic normal(0, 1) numbers from a seed.
 std::vector<float> random_normal(size_t count, uint64_t seed);

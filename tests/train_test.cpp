@@ -89,10 +89,6 @@ TrainOptions small_run(const std::string& model) {
   return o;
 }
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("memfit_train_test_" + name)).string();
-}
-
 const auto quiet = [](const std::string&) {};
 
 TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
@@ -102,7 +98,8 @@ TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
   const auto uninterrupted = train(whole, quiet).value();
   ASSERT_EQ(uninterrupted.losses.size(), 40u);
 
-  const std::string path = temp_path("resume.ckpt");
+  testing::ScratchDir dir;
+  const std::string path = dir.file("resume.ckpt");
   TrainOptions first = whole;
   first.stop_after = 1;
   first.save_path = path;
@@ -110,7 +107,6 @@ TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
   TrainOptions second = whole;
   second.resume_path = path;
   const auto part2 = train(second, quiet).value();
-  std::filesystem::remove(path);
 
   ASSERT_EQ(part1.losses.size(), 20u);
   ASSERT_EQ(part2.losses.size(), 20u);
@@ -125,7 +121,8 @@ TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
 }
 
 TEST(Resume, RefusesBadCheckpoints) {
-  const std::string path = temp_path("bad.ckpt");
+  testing::ScratchDir dir;
+  const std::string path = dir.file("bad.ckpt");
   TrainOptions first = small_run("lenet");
   first.epochs = 1;
   first.save_path = path;
@@ -154,7 +151,6 @@ TEST(Resume, RefusesBadCheckpoints) {
   ASSERT_FALSE(truncated.is_ok());
   EXPECT_NE(truncated.message().find(path), std::string::npos) << truncated.message();
   EXPECT_EQ(std::filesystem::file_size(path), size / 2);
-  std::filesystem::remove(path);
 }
 
 TEST(Train, RejectsBadOptions) {
