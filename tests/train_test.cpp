@@ -171,3 +171,31 @@ TEST(Train, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace memfit
+
+namespace memfit {
+namespace {
+
+// The planned arena (shared buffers, in-place writes, freed bytes poisoned
+// with NaN) gives the same losses, bit for bit, as a slice per value.
+TEST(PlannedMemory, GivesBitIdenticalLossesWithPoison) {
+  for (const std::string model : {"lenet", "mlp"}) {
+    TrainOptions planned = small_run(model);
+    planned.epochs = 1;
+    planned.poison = true;
+    TrainOptions unplanned = planned;
+    unplanned.plan = false;
+    unplanned.poison = false;
+    const auto a = train(planned, quiet).value();
+    const auto b = train(unplanned, quiet).value();
+    ASSERT_EQ(a.losses.size(), b.losses.size());
+    for (size_t i = 0; i < a.losses.size(); ++i) EXPECT_EQ(a.losses[i], b.losses[i]) << model << " " << i;
+    EXPECT_EQ(a.test_accuracy, b.test_accuracy);
+    // The executor touches exactly the planned arena, which sharing makes smaller.
+    EXPECT_EQ(a.high_water_bytes, a.arena_bytes);
+    EXPECT_EQ(b.high_water_bytes, b.arena_bytes);
+    EXPECT_LT(a.arena_bytes, b.arena_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace memfit

@@ -37,6 +37,8 @@ struct TrainOptions {
   std::string resume_path;  // checkpoint to continue from; empty: start afresh
   std::string backend = "cpu";  // cpu (oneDNN) or reference
   int threads = 0;              // threads of the cpu backend; 0: one per core
+  bool plan = true;             // share memory as planned; false: a slice per value
+  bool poison = false;          // fill memory with NaN as soon as its value dies
   int64_t limit = 0;        // use only the first `limit` training and test examples; 0: all
   int64_t log_every = 100;  // optimizer steps between progress lines
 };
@@ -45,7 +47,8 @@ struct TrainReport {
   std::vector<float> losses;  // the loss of every micro-batch, in order, this run only
   std::vector<double> test_accuracy;  // after each epoch run
   double examples_per_second = 0;     // training examples over training time
-  size_t peak_bytes = 0;              // the most bytes live in one training step
+  size_t arena_bytes = 0;             // the planned arena of a training step
+  size_t high_water_bytes = 0;        // the most arena bytes a step touched (measured)
   int64_t optimizer_steps = 0;        // total, including those before a resume
 };
 

@@ -1,10 +1,13 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "core/check.h"
+#include "passes/schedule.h"
 
 namespace memfit {
 
@@ -15,95 +18,131 @@ const std::vector<float>* StateStore::find(const std::string& name) const {
 
 namespace {
 
-constexpr std::align_val_t kAlignment{64};
-
-struct AlignedDelete {
-  void operator()(std::byte* p) const { ::operator delete[](p, kAlignment); }
-};
-using Buffer = std::unique_ptr<std::byte[], AlignedDelete>;
-
-Buffer allocate(size_t bytes) {
-  return Buffer(static_cast<std::byte*>(::operator new[](bytes == 0 ? 1 : bytes, kAlignment)));
-}
-
-// Counts the bytes allocated now and the most ever allocated at once.
-struct LiveBytes {
-  size_t now = 0;
-  size_t peak = 0;
-  void add(size_t bytes) {
-    now += bytes;
-    peak = std::max(peak, now);
-  }
-  void remove(size_t bytes) { now -= bytes; }
-};
+constexpr std::align_val_t kArenaAlign{kArenaAlignment};
 
 }  // namespace
 
-Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backend& backend) {
+void Executable::ArenaDelete::operator()(std::byte* p) const { ::operator delete[](p, kArenaAlign); }
+
+void Executable::poison(const Slice& slice) const {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::fill_n(reinterpret_cast<float*>(at(slice)), slice.bytes / sizeof(float), nan);
+}
+
+Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backend& backend,
+                                                        const ExecOptions& options) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   exe->graph_ = std::move(graph);
+  exe->options_ = options;
   const Graph& g = exe->graph_;
   const auto reference = make_reference_backend();
-  // The bytes the backend's layout of each value takes: what is allocated and counted.
-  // Values exchanged with the host (inputs, state, outputs) are copied as plain data.
-  for (size_t v = 0; v < g.num_values(); ++v) {
-    const TensorLayout layout = backend.layout(g, ValueId(static_cast<int32_t>(v)));
-    exe->value_bytes_.push_back(layout.bytes);
-    if (!g.values()[v].producer.valid() && layout.format != "plain") {
-      return Status::error("graph input '" + g.values()[v].name + "' must have the plain layout");
-    }
-  }
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
     const Backend& chosen = backend.supports(g, g.node(id)) ? backend : *reference;
     auto kernel = chosen.make_kernel(g, id);
     if (!kernel) return Status::error("node '" + g.node(id).name + "': " + kernel.message());
+    exe->sizes_.workspace_bytes.push_back(kernel.value()->workspace_bytes());
     exe->kernels_.push_back(std::move(kernel).value());
     exe->node_backends_.emplace_back(chosen.name());
   }
-  // A produced value dies after its last reader; graph outputs and update
-  // values live to the end of the step. Graph inputs are owned elsewhere.
-  std::vector<int> last_use(g.num_values(), -1);
-  for (size_t n = 0; n < g.num_nodes(); ++n) {
-    for (ValueId in : g.nodes()[n].inputs) last_use[in.idx()] = static_cast<int>(n);
-    for (ValueId out : g.nodes()[n].outputs) last_use[out.idx()] = std::max(last_use[out.idx()], static_cast<int>(n));
-  }
-  const int end = static_cast<int>(g.num_nodes());
-  for (ValueId v : g.outputs()) last_use[v.idx()] = end;
-  for (const StateUpdate& u : g.updates()) last_use[u.next.idx()] = end;
-  exe->frees_after_.resize(g.num_nodes());
   exe->node_seconds_.assign(g.num_nodes(), 0.0);
+  // Values exchanged with the host (inputs, state, outputs) are copied as plain data.
   for (size_t v = 0; v < g.num_values(); ++v) {
-    if (g.values()[v].producer.valid() && last_use[v] < end) {
-      exe->frees_after_[static_cast<size_t>(last_use[v])].push_back(ValueId(static_cast<int32_t>(v)));
+    const TensorLayout layout = backend.layout(g, ValueId(static_cast<int32_t>(v)));
+    exe->sizes_.value_bytes.push_back(layout.bytes);
+    if (!g.values()[v].producer.valid() && layout.format != "plain") {
+      return Status::error("graph input '" + g.values()[v].name + "' must have the plain layout");
     }
   }
+
+  PlanOptions plan_options;
+  plan_options.share = options.share;
+  MEMFIT_ASSIGN_OR_RETURN(exe->plan_, plan_memory(g, exe->sizes_, plan_options));
+  if (options.share) exe->try_memory_aware_order(plan_options);
+  if (options.budget > 0 && exe->plan_.arena_bytes > options.budget) {
+    plan_options.budget = options.budget;
+    return plan_memory(exe->graph_, exe->sizes_, plan_options).status();
+  }
+#ifndef NDEBUG
+  const Status verified = verify_plan(exe->graph_, exe->sizes_, exe->plan_, options.budget);
+  MEMFIT_CHECK(verified.is_ok());
+#endif
+  const MemoryPlan& plan = exe->plan_;
+  const Graph& scheduled = exe->graph_;
+
+  // A slice dies after its value's last reader, unless a value written in
+  // place over it lives on in the same bytes; values live to the end never die.
+  std::vector<bool> continued(scheduled.num_values(), false);
+  for (ValueId over : plan.inplace_of) {
+    if (over.valid()) continued[over.idx()] = true;
+  }
+  exe->dead_after_.resize(scheduled.num_nodes());
+  const auto end = static_cast<int32_t>(scheduled.num_nodes());
+  for (size_t v = 0; v < scheduled.num_values(); ++v) {
+    const int32_t last = plan.value_live[v].last;
+    if (continued[v] || last < 0 || last >= end) continue;
+    exe->dead_after_[static_cast<size_t>(last)].push_back(plan.value_slices[v]);
+  }
+  for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
+    if (plan.workspace_slices[n].bytes > 0) exe->dead_after_[n].push_back(plan.workspace_slices[n]);
+  }
+
+  exe->arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.arena_bytes, 1), kArenaAlign)));
+  if (options.poison) exe->poison(Slice{0, plan.arena_bytes});
   return exe;
+}
+
+void Executable::try_memory_aware_order(const PlanOptions& plan_options) {
+  const std::vector<NodeId> order = memory_aware_order(graph_, sizes_.value_bytes);
+  bool same = true;
+  for (size_t i = 0; i < order.size(); ++i) same = same && order[i].idx() == i;
+  if (same) return;
+  std::vector<ValueId> value_map;
+  Graph reordered = reorder_nodes(graph_, order, &value_map);
+  PlanSizes sizes;
+  sizes.value_bytes.resize(sizes_.value_bytes.size());
+  for (size_t v = 0; v < value_map.size(); ++v) sizes.value_bytes[value_map[v].idx()] = sizes_.value_bytes[v];
+  for (NodeId id : order) sizes.workspace_bytes.push_back(sizes_.workspace_bytes[id.idx()]);
+  auto plan = plan_memory(reordered, sizes, plan_options);
+  if (!plan || plan->arena_bytes >= plan_.arena_bytes) return;
+  // Kernels depend on their node alone, not on its position: they follow it.
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  std::vector<std::string> backends;
+  for (NodeId id : order) {
+    kernels.push_back(std::move(kernels_[id.idx()]));
+    backends.push_back(node_backends_[id.idx()]);
+  }
+  graph_ = std::move(reordered);
+  sizes_ = std::move(sizes);
+  plan_ = std::move(plan).value();
+  kernels_ = std::move(kernels);
+  node_backends_ = std::move(backends);
 }
 
 Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const StepContext& step) {
   const Graph& g = graph_;
-  LiveBytes live;
-  std::vector<void*> data(g.num_values(), nullptr);
-  std::vector<Buffer> owned(g.num_values());
+  size_t high_water = 0;
+  auto touch = [&](const Slice& slice) {
+    high_water = std::max(high_water, slice.end());
+    return at(slice);
+  };
   for (size_t v = 0; v < g.num_values(); ++v) {
     const Value& value = g.values()[v];
     if (value.producer.valid()) continue;
+    const void* source;
     if (is_persistent(value.role)) {
-      auto* tensor = state.find(value.name) ? &state[value.name] : nullptr;
+      const std::vector<float>* tensor = state.find(value.name);
       if (!tensor || tensor->size() != static_cast<size_t>(value.elements())) {
         return Status::error("state '" + value.name + "' is missing or has the wrong size");
       }
-      data[v] = tensor->data();
+      source = tensor->data();
     } else {
       auto it = feeds.find(value.name);
       if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
-      // Inputs are copied in, as onto a device.
-      owned[v] = allocate(value_bytes_[v]);
-      std::memcpy(owned[v].get(), it->second, value.bytes());
-      data[v] = owned[v].get();
+      source = it->second;
     }
-    live.add(value_bytes_[v]);
+    // Copied in, as onto a device.
+    std::memcpy(touch(plan_.value_slices[v]), source, value.bytes());
   }
 
   std::vector<void*> inputs, outputs;
@@ -111,40 +150,29 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     const Node& node = g.nodes()[n];
     inputs.clear();
     outputs.clear();
-    for (ValueId in : node.inputs) inputs.push_back(data[in.idx()]);
-    for (ValueId out : node.outputs) {
-      const size_t bytes = value_bytes_[out.idx()];
-      owned[out.idx()] = allocate(bytes);
-      data[out.idx()] = owned[out.idx()].get();
-      outputs.push_back(data[out.idx()]);
-      live.add(bytes);
-    }
-    Kernel& kernel = *kernels_[n];
-    const size_t workspace_bytes = kernel.workspace_bytes();
-    Buffer workspace = workspace_bytes ? allocate(workspace_bytes) : nullptr;
-    live.add(workspace_bytes);
+    for (ValueId in : node.inputs) inputs.push_back(touch(plan_.value_slices[in.idx()]));
+    for (ValueId out : node.outputs) outputs.push_back(touch(plan_.value_slices[out.idx()]));
+    const Slice& workspace = plan_.workspace_slices[n];
+    void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
     const auto start = std::chrono::steady_clock::now();
-    kernel.run(KernelArgs{inputs, outputs, workspace.get(), step});
+    kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
     node_seconds_[n] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    live.remove(workspace_bytes);
-    for (ValueId v : frees_after_[n]) {
-      owned[v.idx()].reset();
-      live.remove(value_bytes_[v.idx()]);
+    if (options_.poison) {
+      for (const Slice& slice : dead_after_[n]) poison(slice);
     }
   }
 
   StepResult result;
-  result.peak_bytes = live.peak;
+  result.high_water_bytes = high_water;
   for (ValueId v : g.outputs()) {
     const Value& value = g.value(v);
     MEMFIT_CHECK(value.type.dtype == DType::f32);
-    const auto* begin = static_cast<const float*>(data[v.idx()]);
+    const auto* begin = reinterpret_cast<const float*>(at(plan_.value_slices[v.idx()]));
     result.outputs[value.name].assign(begin, begin + value.elements());
   }
   for (const StateUpdate& u : g.updates()) {
     const Value& s = g.value(u.state);
-    const auto* begin = static_cast<const float*>(data[u.next.idx()]);
-    std::memcpy(state[s.name].data(), begin, s.bytes());
+    std::memcpy(state[s.name].data(), at(plan_.value_slices[u.next.idx()]), s.bytes());
   }
   return result;
 }

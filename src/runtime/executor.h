@@ -1,6 +1,7 @@
-// The executor: runs a compiled training graph, one node after the other, on
-// buffers it allocates when a value is produced and frees after its last
-// reader. It counts the live bytes at every allocation and reports the peak.
+// The executor: runs a compiled training graph, one node after the other, in
+// one arena of exactly the planned size. Every value and workspace lives at
+// its planned offset; persistent values are copied in from a StateStore at the
+// start of a step and their updates copied back at its end.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memory/planner.h"
 #include "runtime/kernel.h"
 
 namespace memfit {
@@ -31,14 +33,28 @@ using Feeds = std::unordered_map<std::string, const void*>;
 
 struct StepResult {
   std::unordered_map<std::string, std::vector<float>> outputs;  // the graph outputs
-  size_t peak_bytes = 0;  // the most bytes live at once: state, buffers and workspaces
+  // The highest arena byte any kernel or copy of this step was given: the
+  // measured high-water mark, which equals the planned arena.
+  size_t high_water_bytes = 0;
+};
+
+struct ExecOptions {
+  bool share = true;     // plan buffer sharing and in-place reuse; false: a slice per value
+  bool poison = false;   // fill every range with NaN when its value dies
+  size_t budget = 0;     // the largest arena allowed; 0: no limit
 };
 
 class Executable {
  public:
-  // Creates every node's kernel once: with `backend` where it supports the
-  // node, else with the reference backend.
-  static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend);
+  // Creates every node's kernel once (with `backend` where it supports the
+  // node, else with the reference backend), plans the memory with the bytes
+  // of the backend's layouts and the kernels' workspaces, in the graph's order
+  // and in a memory-aware order (src/passes/schedule.cpp), keeps the order
+  // whose arena is smaller, and allocates the arena. Debug builds check the
+  // plan with the independent verifier. An arena over a non-zero budget is an
+  // error that states the smallest arena reached.
+  static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend,
+                                                     const ExecOptions& options = {});
 
   // Runs one step. Persistent inputs come from `state` (an error names any
   // missing or mis-sized one); at the end, every update's new value replaces
@@ -46,18 +62,32 @@ class Executable {
   Result<StepResult> run(StateStore& state, const Feeds& feeds, const StepContext& step);
 
   const Graph& graph() const { return graph_; }
+  const MemoryPlan& plan() const { return plan_; }
+  const PlanSizes& sizes() const { return sizes_; }
   // The backend that runs each node ("cpu" or "reference").
   const std::vector<std::string>& node_backends() const { return node_backends_; }
   // Seconds spent in each node's kernel, summed over all runs so far.
   const std::vector<double>& node_seconds() const { return node_seconds_; }
 
  private:
+  struct ArenaDelete {
+    void operator()(std::byte* p) const;
+  };
+
+  // Plans the memory-aware order of the nodes and keeps it if its arena is smaller.
+  void try_memory_aware_order(const PlanOptions& plan_options);
+  std::byte* at(const Slice& slice) const { return arena_.get() + slice.offset; }
+  void poison(const Slice& slice) const;
+
   Graph graph_;
+  ExecOptions options_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<std::string> node_backends_;
   std::vector<double> node_seconds_;
-  std::vector<size_t> value_bytes_;  // per value, as the backend lays it out
-  std::vector<std::vector<ValueId>> frees_after_;  // per node: values whose last reader it is
+  PlanSizes sizes_;
+  MemoryPlan plan_;
+  std::unique_ptr<std::byte[], ArenaDelete> arena_;
+  std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
 };
 
 }  // namespace memfit

@@ -94,9 +94,14 @@ Result<TrainReport> train(const TrainOptions& options,
 
   MEMFIT_ASSIGN_OR_RETURN(auto program,
                           TrainingProgram::create(options.model, options.batch, options.accumulate,
-                                                  options.optimizer, eval_batch, *backend));
+                                                  options.optimizer, eval_batch, *backend,
+                                                  ExecOptions{options.plan, options.poison, 0}));
   log(format("model %s: %zu nodes per step; kernels: %s", options.model.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
+  const MemoryPlan& plan = program->step_executable().plan();
+  log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu)%s",
+             plan.arena_bytes, plan.lower_bound_bytes, plan.no_sharing_bytes,
+             options.poison ? "; poison mode on" : ""));
   StateStore state;
   program->init_state(state, options.seed);
   StepCounters counters;
@@ -160,7 +165,8 @@ Result<TrainReport> train(const TrainOptions& options,
     }
   }
   report.examples_per_second = train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
-  report.peak_bytes = program->peak_bytes();
+  report.arena_bytes = program->arena_bytes();
+  report.high_water_bytes = program->high_water_bytes();
   report.optimizer_steps = counters.optimizer_step;
   return report;
 }

@@ -7,9 +7,7 @@
 #include "core/random.h"
 
 namespace memfit {
-namespace {
 
-// One step graph: the model, its backward pass, the optimizer in `mode`.
 Result<Graph> build_step_graph(const std::string& name, int64_t batch, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out) {
   MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(name, batch, true));
@@ -19,9 +17,11 @@ Result<Graph> build_step_graph(const std::string& name, int64_t batch, int64_t a
   MEMFIT_RETURN_IF_ERROR(append_optimizer(g, model.params, grads, optimizer, mode));
   Graph pruned = remove_dead_nodes(g);
   MEMFIT_RETURN_IF_ERROR(verify_graph(pruned));
-  *model_out = std::move(model);
+  if (model_out) *model_out = std::move(model);
   return pruned;
 }
+
+namespace {
 
 uint64_t name_hash(const std::string& name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -39,7 +39,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const std::string& model, int64_t batch, int64_t accumulate, const OptimizerConfig& optimizer,
-    int64_t eval_batch, const Backend& backend) {
+    int64_t eval_batch, const Backend& backend, const ExecOptions& exec) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = batch;
@@ -52,14 +52,14 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   for (const Value& v : apply.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
   }
-  MEMFIT_ASSIGN_OR_RETURN(program->apply_, Executable::compile(std::move(apply), backend));
+  MEMFIT_ASSIGN_OR_RETURN(program->apply_, Executable::compile(std::move(apply), backend, exec));
   if (accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, batch, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
-    MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_, Executable::compile(std::move(acc), backend));
+    MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_, Executable::compile(std::move(acc), backend, exec));
   }
   MEMFIT_ASSIGN_OR_RETURN(Model eval, build_model(model, eval_batch, false));
-  MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(eval.graph), backend));
+  MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(eval.graph), backend, exec));
   return program;
 }
 
@@ -94,7 +94,7 @@ Result<float> TrainingProgram::micro_step(StateStore& state, const float* images
   const Feeds feeds = {{"images", images}, {"labels", labels}};
   MEMFIT_ASSIGN_OR_RETURN(StepResult result,
                           exe.run(state, feeds, StepContext{seed, counters.micro_step, counters.optimizer_step, lr_scale}));
-  peak_bytes_ = std::max(peak_bytes_, result.peak_bytes);
+  high_water_bytes_ = std::max(high_water_bytes_, result.high_water_bytes);
   ++counters.micro_step;
   if (apply) ++counters.optimizer_step;
   return result.outputs.at("loss")[0];

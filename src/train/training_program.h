@@ -7,11 +7,19 @@
 #include <utility>
 #include <vector>
 
+#include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "memfit/train.h"
 #include "runtime/executor.h"
 
 namespace memfit {
+
+// One training step graph, as training runs it: model `name` at `batch`, its
+// backward pass (of the loss scaled by 1/accumulate), the optimizer's nodes in
+// `mode`, dead nodes removed, verified. `model_out` (may be null) receives the
+// model, whose init values the step's state starts from.
+Result<Graph> build_step_graph(const std::string& name, int64_t batch, int64_t accumulate,
+                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out);
 
 struct StepCounters {
   int64_t micro_step = 0;      // micro-batches run so far
@@ -26,7 +34,8 @@ class TrainingProgram {
   static Result<std::unique_ptr<TrainingProgram>> create(const std::string& model, int64_t batch,
                                                          int64_t accumulate,
                                                          const OptimizerConfig& optimizer,
-                                                         int64_t eval_batch, const Backend& backend);
+                                                         int64_t eval_batch, const Backend& backend,
+                                                         const ExecOptions& exec = {});
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.
@@ -42,7 +51,10 @@ class TrainingProgram {
 
   int64_t batch() const { return batch_; }
   int64_t eval_batch() const { return eval_batch_; }
-  size_t peak_bytes() const { return peak_bytes_; }
+  // The planned arena of the step that updates the parameters, and the most
+  // arena bytes any step has touched so far.
+  size_t arena_bytes() const { return apply_->plan().arena_bytes; }
+  size_t high_water_bytes() const { return high_water_bytes_; }
   // Nodes of the step graph run by each backend, e.g. "cpu 14, reference 9".
   std::string backend_summary() const;
   const Graph& step_graph() const { return apply_->graph(); }
@@ -56,7 +68,7 @@ class TrainingProgram {
   std::unique_ptr<Executable> eval_;
   std::unordered_map<std::string, Init> init_;
   std::vector<std::pair<std::string, Shape>> state_shapes_;
-  size_t peak_bytes_ = 0;
+  size_t high_water_bytes_ = 0;
 };
 
 // The backend called `name` (cpu or reference), or null.

@@ -2,9 +2,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include "memfit/builder.h"
+#include "memfit/plan.h"
 #include "memfit/train.h"
 
 namespace {
@@ -23,8 +25,45 @@ int run_train(const memfit::TrainOptions& options) {
   if (!report->test_accuracy.empty()) {
     std::printf("final test accuracy: %.2f%%\n", 100.0 * report->test_accuracy.back());
   }
-  std::printf("training speed: %.0f examples/s; peak step memory: %zu bytes\n",
-              report->examples_per_second, report->peak_bytes);
+  std::printf("training speed: %.0f examples/s\n", report->examples_per_second);
+  std::printf("step memory: planned arena %zu bytes, measured high-water mark %zu bytes\n",
+              report->arena_bytes, report->high_water_bytes);
+  return 0;
+}
+
+// Options of `memfit plan` that need more than CLI11 gives.
+struct PlanFlags {
+  std::string optimizer = "sgd";
+  std::string budget;  // empty: no limit
+  bool no_sharing = false;
+  bool json = false;
+  std::string timeline_path;  // empty: no SVG
+};
+
+int run_plan(memfit::PlanRequest request, const PlanFlags& flags) {
+  if (flags.optimizer == "adamw") request.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
+  // The validator of --budget has accepted it already.
+  if (!flags.budget.empty()) request.budget = memfit::parse_bytes(flags.budget).value();
+  request.share = !flags.no_sharing;
+  auto report = memfit::plan_training_step(request);
+  if (!report) {
+    std::fprintf(stderr, "memfit plan: %s\n", report.message().c_str());
+    return 1;
+  }
+  if (!flags.timeline_path.empty()) {
+    const std::string title = request.model + ", batch " + std::to_string(request.batch) +
+                              ": live memory over one training step";
+    std::ofstream file(flags.timeline_path, std::ios::binary | std::ios::trunc);
+    file << memfit::timeline_svg(*report, title);
+    if (!file.flush()) {
+      std::fprintf(stderr, "memfit plan: cannot write the timeline to %s\n",
+                   flags.timeline_path.c_str());
+      return 1;
+    }
+  }
+  const std::string out = flags.json ? memfit::plan_report_json(request, *report)
+                                     : memfit::plan_report_text(request, *report);
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 
@@ -77,11 +116,50 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cmd->add_option("--threads", train.threads, "threads of the cpu backend (default: one per core)")
       ->check(CLI::NonNegativeNumber);
+  bool no_plan = false;
+  cmd->add_flag("--no-plan", no_plan, "give every value its own memory instead of the planned sharing");
+  cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
   cmd->add_option("--limit", train.limit, "use only the first N training and test examples")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+
+  memfit::PlanRequest plan;
+  PlanFlags plan_flags;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "plan the memory of one training step, without running it");
+  plan_cmd->add_option("--model", plan.model, "model to plan")
+      ->check(CLI::IsMember(memfit::model_names()))
+      ->required();
+  plan_cmd->add_option("--batch", plan.batch, "examples per micro-batch")
+      ->check(CLI::PositiveNumber)
+      ->required();
+  plan_cmd->add_option("--accumulate", plan.accumulate, "micro-batches per optimizer step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan_cmd->add_option("--optimizer", plan_flags.optimizer, "sgd (momentum 0.9) or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  plan_cmd->add_option("--backend", plan.backend, "whose layouts and workspaces: cpu or reference")
+      ->check(CLI::IsMember({"cpu", "reference"}))
+      ->capture_default_str();
+  plan_cmd
+      ->add_option("--budget", plan_flags.budget,
+                   "largest arena allowed, e.g. 8MiB or 1.5GB; exit 1 when the plan needs more")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto bytes = memfit::parse_bytes(text);
+            if (!bytes) return bytes.message();
+            return *bytes == 0 ? std::string("the budget must be more than 0 bytes")
+                               : std::string();
+          },
+          "BYTES"));
+  plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
+                     "give every value and workspace a slice of its own");
+  plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
+  plan_cmd->add_option("--timeline", plan_flags.timeline_path,
+                       "write the live bytes over the step as an SVG image to this file");
 
   try {
     app.parse(argc, argv);
@@ -95,6 +173,7 @@ int main(int argc, char** argv) {
   }
 
   if (cmd->parsed()) {
+    train.plan = !no_plan;
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
@@ -104,5 +183,6 @@ int main(int argc, char** argv) {
     }
     return run_train(train);
   }
+  if (plan_cmd->parsed()) return run_plan(plan, plan_flags);
   return 0;
 }

@@ -1,0 +1,89 @@
+// Planning a training step without running it: the entry point of `memfit
+// plan`. The step graph is the one training builds, sized as the backend lays
+// it out, and placed in one arena by the memory planner; the report says how
+// large that arena is, how close it is to the lower bound, what it holds, and
+// how the live bytes rise and fall over the step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "memfit/status.h"
+#include "memfit/train.h"
+
+namespace memfit {
+
+struct PlanRequest {
+  std::string model;
+  int64_t batch = 0;       // examples per micro-batch
+  int64_t accumulate = 1;  // micro-batches per optimizer step
+  OptimizerConfig optimizer;
+  std::string backend = "cpu";  // cpu or reference: whose layouts and workspaces are planned
+  size_t budget = 0;            // the largest arena allowed; 0: no limit
+  bool share = true;            // false: every value and workspace in a slice of its own
+};
+
+// The part of a step a node belongs to. The rule (see plan_report.cpp): a node
+// is `update` if it is an optimizer update or writes a parameter or optimizer
+// state (accumulators included), `backward` if it writes a gradient, and
+// `forward` otherwise, which is exactly the nodes of the model's forward graph.
+enum class Phase : uint8_t { forward, backward, update };
+std::string_view phase_name(Phase phase);
+
+// Arena bytes by what they hold, at the step where the live bytes peak.
+struct BytesByRole {
+  size_t parameters = 0;
+  size_t gradients = 0;
+  size_t optimizer_state = 0;  // optimizer moments, accumulators, batch-norm running statistics
+  size_t activations = 0;      // inputs, labels, activations and temporaries
+  size_t workspace = 0;        // kernel scratch space
+};
+
+// One node of the schedule: the bytes live while it runs (its inputs, its
+// outputs, its workspace and everything kept for later), counted as planned
+// (64-byte aligned, an in-place output sharing its input's bytes).
+struct TimelinePoint {
+  int32_t step = 0;
+  std::string node;
+  Phase phase = Phase::forward;
+  size_t live_bytes = 0;
+};
+
+struct PlanReport {
+  size_t arena_bytes = 0;        // the planned arena: what the step needs
+  size_t lower_bound_bytes = 0;  // the most bytes live at one step: no placement does better
+  size_t no_sharing_bytes = 0;   // every value and workspace in a slice of its own
+  BytesByRole by_role;           // at peak_step; sums to lower_bound_bytes
+  size_t num_nodes = 0;
+  int32_t peak_step = -1;               // the step where the live bytes reach lower_bound_bytes
+  std::string algorithm;                // the heap algorithm whose placement won
+  std::vector<TimelinePoint> timeline;  // one per node, in schedule order
+};
+
+// Builds the step graph of `request` as training does (with accumulate > 1,
+// the micro-batch that applies the update, which holds all the other one
+// holds and more), sizes it for the backend, and plans it. An arena over a
+// non-zero budget is an error that names the smallest arena this plan reaches.
+Result<PlanReport> plan_training_step(const PlanRequest& request);
+
+// A byte count: a whole or decimal number, optionally followed by a unit: B,
+// KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 1.5GiB.
+// Fractions of a byte are dropped. Errors: empty, negative, not a number, an
+// unknown unit, or more than fits in size_t.
+Result<size_t> parse_bytes(std::string_view text);
+
+// "3.21 MiB": bytes in the largest binary unit that keeps the number >= 1.
+std::string human_bytes(size_t bytes);
+
+// The report as `memfit plan` prints it: a table in human units and exact bytes.
+std::string plan_report_text(const PlanRequest& request, const PlanReport& report);
+// The report as one JSON object, with the request's model, batch and settings.
+std::string plan_report_json(const PlanRequest& request, const PlanReport& report);
+// The timeline as an SVG image: live MiB over the schedule as a filled step
+// plot on phase-shaded bands, the arena and the lower bound as lines.
+std::string timeline_svg(const PlanReport& report, const std::string& title);
+
+}  // namespace memfit

@@ -1,0 +1,159 @@
+// Offset assignment: two heap algorithms over the buffers of the liveness
+// analysis; the planner keeps the smaller arena.
+//
+// Input: buffers with aligned byte sizes and closed live intervals.
+// 1. Persistent buffers (live for the whole step) are packed at the bottom of
+//    the arena, in order: they overlap every other buffer in time anyway.
+// 2. The others are placed one by one above them. For each, the buffers
+//    already placed that are live at a common step are gathered through a
+//    time index (blocks of kBlockSteps steps), sorted by offset, and the gaps
+//    between them searched:
+//    - greedy by size (Pisarchyk and Lee 2020): largest buffer first, into the
+//      smallest gap that holds it (best fit), else above the highest;
+//    - by time: in order of definition, into the lowest gap that holds it
+//      (first fit), else above the highest.
+// Guarantees: buffers live at a common step get disjoint slices; offsets are
+// multiples of the alignment when sizes are. Cost: O(B (k log k + S/kBlockSteps))
+// for B buffers, k the number of placed buffers overlapping one in time, S steps.
+#include "memory/heap.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace memfit {
+namespace {
+
+constexpr int32_t kBlockSteps = 32;
+
+bool overlap(const Interval& a, const Interval& b) { return a.def <= b.last && b.def <= a.last; }
+
+// Placed buffers by the blocks of steps in which they are live.
+class TimeIndex {
+ public:
+  TimeIndex(const std::vector<PlanBuffer>& buffers) : buffers_(buffers), seen_(buffers.size(), 0) {
+    int32_t last = 0;
+    for (const PlanBuffer& b : buffers) last = std::max(last, b.live.last);
+    blocks_.resize(static_cast<size_t>(block(last)) + 1);
+  }
+
+  void add(size_t buffer) {
+    const Interval live = buffers_[buffer].live;
+    for (int32_t b = block(live.def); b <= block(live.last); ++b) {
+      blocks_[static_cast<size_t>(b)].push_back(static_cast<int32_t>(buffer));
+    }
+  }
+
+  // The placed buffers live at a step where `buffer` is live.
+  std::vector<int32_t> overlapping(size_t buffer) {
+    ++stamp_;
+    std::vector<int32_t> out;
+    const Interval live = buffers_[buffer].live;
+    for (int32_t b = block(live.def); b <= block(live.last); ++b) {
+      for (int32_t other : blocks_[static_cast<size_t>(b)]) {
+        const auto o = static_cast<size_t>(other);
+        if (seen_[o] == stamp_) continue;
+        seen_[o] = stamp_;
+        if (overlap(live, buffers_[o].live)) out.push_back(other);
+      }
+    }
+    return out;
+  }
+
+ private:
+  // Steps start at -1 (before the first node).
+  static int32_t block(int32_t step) { return (step + 1) / kBlockSteps; }
+
+  const std::vector<PlanBuffer>& buffers_;
+  std::vector<std::vector<int32_t>> blocks_;
+  std::vector<uint32_t> seen_;
+  uint32_t stamp_ = 0;
+};
+
+enum class Fit { best, first };
+
+Placement place(const std::vector<PlanBuffer>& buffers, const std::vector<size_t>& order, Fit fit,
+                std::string name) {
+  Placement placement;
+  placement.algorithm = std::move(name);
+  placement.offsets.assign(buffers.size(), 0);
+  size_t base = 0;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!buffers[b].persistent) continue;
+    placement.offsets[b] = base;
+    base += buffers[b].bytes;
+  }
+  placement.arena_bytes = base;
+  TimeIndex index(buffers);
+  for (size_t b : order) {
+    const size_t bytes = buffers[b].bytes;
+    std::vector<int32_t> placed = index.overlapping(b);
+    std::sort(placed.begin(), placed.end(), [&](int32_t x, int32_t y) {
+      return placement.offsets[static_cast<size_t>(x)] < placement.offsets[static_cast<size_t>(y)];
+    });
+    size_t best_offset = std::numeric_limits<size_t>::max();
+    size_t best_gap = std::numeric_limits<size_t>::max();
+    size_t cursor = base;  // the lowest offset above everything placed so far in the scan
+    for (int32_t other : placed) {
+      const size_t start = placement.offsets[static_cast<size_t>(other)];
+      if (start >= cursor && start - cursor >= bytes) {
+        const size_t gap = start - cursor;
+        if (fit == Fit::first) {
+          best_offset = cursor;
+          break;
+        }
+        if (gap < best_gap) {
+          best_gap = gap;
+          best_offset = cursor;
+        }
+      }
+      cursor = std::max(cursor, start + buffers[static_cast<size_t>(other)].bytes);
+    }
+    if (best_offset == std::numeric_limits<size_t>::max()) best_offset = cursor;
+    placement.offsets[b] = best_offset;
+    placement.arena_bytes = std::max(placement.arena_bytes, best_offset + bytes);
+    index.add(b);
+  }
+  return placement;
+}
+
+std::vector<size_t> transient(const std::vector<PlanBuffer>& buffers) {
+  std::vector<size_t> order;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (!buffers[b].persistent && buffers[b].bytes > 0) order.push_back(b);
+  }
+  return order;
+}
+
+}  // namespace
+
+Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers) {
+  std::vector<size_t> order = transient(buffers);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
+    return buffers[a].live.def < buffers[b].live.def;
+  });
+  return place(buffers, order, Fit::best, "greedy-by-size");
+}
+
+Placement place_by_time(const std::vector<PlanBuffer>& buffers) {
+  std::vector<size_t> order = transient(buffers);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].live.def != buffers[b].live.def) return buffers[a].live.def < buffers[b].live.def;
+    return buffers[a].bytes > buffers[b].bytes;
+  });
+  return place(buffers, order, Fit::first, "first-fit-by-time");
+}
+
+Placement place_without_sharing(const std::vector<PlanBuffer>& buffers) {
+  Placement placement;
+  placement.algorithm = "no-sharing";
+  placement.offsets.assign(buffers.size(), 0);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    placement.offsets[b] = placement.arena_bytes;
+    placement.arena_bytes += buffers[b].bytes;
+  }
+  return placement;
+}
+
+}  // namespace memfit

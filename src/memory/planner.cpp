@@ -1,0 +1,125 @@
+// The planner: liveness and in-place reuse (liveness.cpp), offsets from the
+// better of two heap algorithms (heap.cpp), and the plan's statistics.
+#include "memory/planner.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "memory/heap.h"
+#include "memory/liveness.h"
+
+namespace memfit {
+namespace {
+
+size_t& role_bucket(RoleBytes& bytes, Role role) {
+  switch (role) {
+    case Role::parameter:
+      return bytes.parameters;
+    case Role::gradient:
+      return bytes.gradients;
+    case Role::optimizer_state:
+    case Role::state:
+      return bytes.optimizer_state;
+    case Role::input:
+    case Role::label:
+    case Role::activation:
+    case Role::temporary:
+      return bytes.activations;
+  }
+  MEMFIT_CHECK(false);
+  return bytes.activations;
+}
+
+// The largest sum of live buffer bytes over the steps, and the first step where it is reached.
+std::pair<size_t, int32_t> live_peak(const std::vector<PlanBuffer>& buffers, int32_t steps) {
+  // delta[t + 1]: change of live bytes at step t, for t in [-1, steps].
+  std::vector<int64_t> delta(static_cast<size_t>(steps) + 3, 0);
+  for (const PlanBuffer& b : buffers) {
+    delta[static_cast<size_t>(b.live.def + 1)] += static_cast<int64_t>(b.bytes);
+    delta[static_cast<size_t>(b.live.last + 2)] -= static_cast<int64_t>(b.bytes);
+  }
+  int64_t live = 0, peak = 0;
+  int32_t peak_step = -1;
+  for (int32_t t = -1; t <= steps; ++t) {
+    live += delta[static_cast<size_t>(t + 1)];
+    if (live > peak) {
+      peak = live;
+      peak_step = t;
+    }
+  }
+  return {static_cast<size_t>(peak), peak_step};
+}
+
+// What the live buffers at `step` hold, by role: each buffer counted once, as
+// the value of its chain defined last at or before the step.
+RoleBytes roles_at(const Graph& graph, const Liveness& liveness, int32_t step) {
+  std::vector<int32_t> holder(liveness.buffers.size(), -1);
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    const Interval live = liveness.value_live[v];
+    if (live.def > step || live.last < step) continue;
+    holder[static_cast<size_t>(liveness.value_buffer[v])] = static_cast<int32_t>(v);
+  }
+  RoleBytes bytes;
+  for (size_t b = 0; b < liveness.buffers.size(); ++b) {
+    if (holder[b] >= 0) {
+      role_bucket(bytes, graph.values()[static_cast<size_t>(holder[b])].role) += liveness.buffers[b].bytes;
+    }
+  }
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    const int32_t b = liveness.workspace_buffer[n];
+    if (b >= 0 && static_cast<int32_t>(n) == step) bytes.workspace += liveness.buffers[static_cast<size_t>(b)].bytes;
+  }
+  return bytes;
+}
+
+std::string human(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+}  // namespace
+
+PlanSizes plain_sizes(const Graph& graph) {
+  PlanSizes sizes;
+  for (const Value& v : graph.values()) sizes.value_bytes.push_back(v.bytes());
+  sizes.workspace_bytes.assign(graph.num_nodes(), 0);
+  return sizes;
+}
+
+Result<MemoryPlan> plan_memory(const Graph& graph, const PlanSizes& sizes, const PlanOptions& options) {
+  const Liveness liveness = analyze_liveness(graph, sizes, options);
+  Placement placement;
+  if (options.share) {
+    placement = place_greedy_by_size(liveness.buffers);
+    Placement by_time = place_by_time(liveness.buffers);
+    if (by_time.arena_bytes < placement.arena_bytes) placement = std::move(by_time);
+  } else {
+    placement = place_without_sharing(liveness.buffers);
+  }
+
+  MemoryPlan plan;
+  plan.value_live = liveness.value_live;
+  plan.inplace_of = liveness.inplace_of;
+  plan.algorithm = placement.algorithm;
+  plan.arena_bytes = placement.arena_bytes;
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    const auto b = static_cast<size_t>(liveness.value_buffer[v]);
+    plan.value_slices.push_back({placement.offsets[b], liveness.buffers[b].bytes});
+  }
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    const int32_t b = liveness.workspace_buffer[n];
+    plan.workspace_slices.push_back(
+        b < 0 ? Slice{} : Slice{placement.offsets[static_cast<size_t>(b)], liveness.buffers[static_cast<size_t>(b)].bytes});
+  }
+  for (size_t bytes : sizes.value_bytes) plan.no_sharing_bytes += align_up(bytes);
+  for (size_t bytes : sizes.workspace_bytes) plan.no_sharing_bytes += align_up(bytes);
+  std::tie(plan.lower_bound_bytes, plan.peak_step) =
+      live_peak(liveness.buffers, static_cast<int32_t>(graph.num_nodes()));
+  plan.by_role = roles_at(graph, liveness, plan.peak_step);
+
+  if (options.budget > 0 && plan.arena_bytes > options.budget) {
+    return Status::error("the plan needs " + human(plan.arena_bytes) + ", over the budget of " +
+                         human(options.budget) + "; the smallest arena this plan reaches is " +
+                         human(plan.arena_bytes) + " (lower bound " + human(plan.lower_bound_bytes) + ")");
+  }
+  return plan;
+}
+
+}  // namespace memfit

@@ -1,0 +1,186 @@
+// Planning a training step for `memfit plan`: the step graph training builds,
+// the bytes the backend would allocate for it, the memory plan, and the live
+// bytes of every step of the schedule.
+#include <algorithm>
+#include <cctype>
+#include <limits>
+
+#include "memfit/plan.h"
+#include "memory/planner.h"
+#include "train/training_program.h"
+
+namespace memfit {
+namespace {
+
+// The phase of a node, from its op and the roles of its outputs. Autodiff
+// gives every node it appends gradient outputs, and the optimizer's nodes
+// write parameters or optimizer state (the accumulating sum of a micro-batch
+// that also applies the update is a gradient: it feeds the update), so what
+// remains are the model's own nodes: activations, and the running statistics
+// of batch norm, which keep the activation role.
+Phase node_phase(const Graph& graph, const Node& node) {
+  if (node.op == OpKind::sgd_update || node.op == OpKind::adamw_update) return Phase::update;
+  bool gradient = false;
+  for (ValueId out : node.outputs) {
+    const Role role = graph.value(out).role;
+    if (role == Role::parameter || role == Role::optimizer_state) return Phase::update;
+    gradient = gradient || role == Role::gradient;
+  }
+  return gradient ? Phase::backward : Phase::forward;
+}
+
+// The bytes the executor allocates: each value in the backend's layout, and
+// each node's workspace as its kernel asks, compiled by the backend where it
+// supports the node and by the reference backend elsewhere, as
+// Executable::compile does.
+Result<PlanSizes> backend_sizes(const Graph& graph, const Backend& backend) {
+  const auto reference = make_reference_backend();
+  PlanSizes sizes;
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    sizes.value_bytes.push_back(backend.layout(graph, ValueId(static_cast<int32_t>(v))).bytes);
+  }
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    const NodeId id(static_cast<int32_t>(n));
+    const Backend& chosen = backend.supports(graph, graph.node(id)) ? backend : *reference;
+    auto kernel = chosen.make_kernel(graph, id);
+    if (!kernel) return Status::error("node '" + graph.node(id).name + "': " + kernel.message());
+    sizes.workspace_bytes.push_back(kernel.value()->workspace_bytes());
+  }
+  return sizes;
+}
+
+// The slice bytes live at each step, as the planner counts them: a value over
+// its interval, a workspace at its node. An output written in place over an
+// input shares that input's slice at their common step, the input's last, so
+// it is counted from the step after.
+std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& plan) {
+  const auto steps = static_cast<int32_t>(graph.num_nodes());
+  std::vector<int64_t> delta(graph.num_nodes() + 1, 0);  // change of the live bytes at each step
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    const Interval live = plan.value_live[v];
+    int32_t first = std::max(live.def, 0);
+    if (plan.inplace_of[v].valid()) ++first;
+    const int32_t last = std::min(live.last, steps - 1);
+    if (first > last) continue;
+    const auto bytes = static_cast<int64_t>(plan.value_slices[v].bytes);
+    delta[static_cast<size_t>(first)] += bytes;
+    delta[static_cast<size_t>(last) + 1] -= bytes;
+  }
+  std::vector<size_t> live(graph.num_nodes());
+  int64_t now = 0;
+  for (size_t n = 0; n < live.size(); ++n) {
+    now += delta[n];
+    live[n] = static_cast<size_t>(now) + plan.workspace_slices[n].bytes;
+  }
+  return live;
+}
+
+BytesByRole public_roles(const RoleBytes& roles) {
+  return BytesByRole{roles.parameters, roles.gradients, roles.optimizer_state, roles.activations,
+                     roles.workspace};
+}
+
+}  // namespace
+
+std::string_view phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::update:
+      return "update";
+  }
+  return "?";
+}
+
+Result<PlanReport> plan_training_step(const PlanRequest& request) {
+  if (request.batch < 1) return Status::error("the batch must be at least 1");
+  if (request.accumulate < 1) return Status::error("--accumulate must be at least 1");
+  const auto backend = make_backend(request.backend, 0);
+  if (!backend) {
+    return Status::error("unknown backend '" + request.backend + "'; use cpu or reference");
+  }
+  // The micro-batch that applies the update, as TrainingProgram::create builds it.
+  const UpdateMode mode =
+      request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
+  MEMFIT_ASSIGN_OR_RETURN(Graph graph,
+                          build_step_graph(request.model, request.batch, request.accumulate,
+                                           request.optimizer, mode, nullptr));
+  MEMFIT_ASSIGN_OR_RETURN(PlanSizes sizes, backend_sizes(graph, *backend));
+  PlanOptions options;
+  options.share = request.share;
+  options.budget = request.budget;
+  MEMFIT_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(graph, sizes, options));
+
+  PlanReport report;
+  report.arena_bytes = plan.arena_bytes;
+  report.lower_bound_bytes = plan.lower_bound_bytes;
+  report.no_sharing_bytes = plan.no_sharing_bytes;
+  report.by_role = public_roles(plan.by_role);
+  report.num_nodes = graph.num_nodes();
+  report.peak_step = plan.peak_step;
+  report.algorithm = plan.algorithm;
+  const std::vector<size_t> live = live_bytes_per_step(graph, plan);
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    const Node& node = graph.nodes()[n];
+    report.timeline.push_back(
+        TimelinePoint{static_cast<int32_t>(n), node.name, node_phase(graph, node), live[n]});
+  }
+  return report;
+}
+
+Result<size_t> parse_bytes(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  const std::string example = "a number of bytes, such as 4096, 512MiB or 1.5GB";
+  if (text.empty()) return Status::error("the byte count is empty; give " + example);
+  if (text.front() == '-') return Status::error(quoted + " is negative; give " + example);
+  auto is_digit = [&](size_t i) {
+    return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
+  };
+  // Digits are collected exactly; 128 bits hold any size_t times any unit.
+  using Wide = unsigned __int128;
+  const Wide too_large = Wide(std::numeric_limits<size_t>::max()) + 1;
+  size_t i = 0;
+  Wide whole = 0;
+  for (; is_digit(i); ++i) whole = std::min(whole * 10 + Wide(text[i] - '0'), too_large);
+  if (i == 0) return Status::error(quoted + " is not a number; give " + example);
+  // Fraction digits past the 18th weigh less than 1e-18 of a unit: less than a byte.
+  Wide fraction = 0, fraction_scale = 1;
+  if (i < text.size() && text[i] == '.') {
+    if (!is_digit(++i)) return Status::error(quoted + " has no digits after the point");
+    for (int kept = 0; is_digit(i); ++i, ++kept) {
+      if (kept < 18) {
+        fraction = fraction * 10 + Wide(text[i] - '0');
+        fraction_scale *= 10;
+      }
+    }
+  }
+  while (i < text.size() && text[i] == ' ') ++i;
+  const std::string_view unit = text.substr(i);
+  struct Unit {
+    std::string_view name;
+    size_t bytes;
+  };
+  constexpr Unit kUnits[] = {{"", 1},
+                             {"B", 1},
+                             {"KB", 1000},
+                             {"MB", 1000'000},
+                             {"GB", 1000'000'000},
+                             {"KiB", size_t{1} << 10},
+                             {"MiB", size_t{1} << 20},
+                             {"GiB", size_t{1} << 30}};
+  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const Unit& u) { return u.name == unit; });
+  if (found == std::end(kUnits)) {
+    return Status::error(quoted + " has an unknown unit '" + std::string(unit) +
+                         "'; use B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024)");
+  }
+  const Wide bytes = whole * found->bytes + fraction * found->bytes / fraction_scale;
+  if (bytes >= too_large) {
+    return Status::error(quoted + " is more bytes than this machine can address");
+  }
+  return static_cast<size_t>(bytes);
+}
+
+}  // namespace memfit

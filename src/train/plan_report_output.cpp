@@ -1,0 +1,377 @@
+// The forms of a plan report: the table `memfit plan` prints, its JSON, and
+// the timeline as an SVG image. All plain text, written by hand so that the
+// library needs no JSON or graphics dependency.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "memfit/plan.h"
+
+namespace memfit {
+namespace {
+
+// printf into a std::string of any length.
+[[gnu::format(printf, 1, 2)]] std::string format(const char* fmt, ...) {
+  va_list args, again;
+  va_start(args, fmt);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  std::string out(static_cast<size_t>(std::max(n, 0)), '\0');
+  std::vsnprintf(out.data(), out.size() + 1, fmt, again);
+  va_end(again);
+  return out;
+}
+
+std::string_view optimizer_name(const OptimizerConfig& optimizer) {
+  return optimizer.kind == OptimizerConfig::Kind::adamw ? "adamw" : "sgd";
+}
+
+// Arena over lower bound: 1 means the placement wastes nothing.
+double fragmentation(const PlanReport& report) {
+  if (report.lower_bound_bytes == 0) return 1.0;
+  return static_cast<double>(report.arena_bytes) / static_cast<double>(report.lower_bound_bytes);
+}
+
+struct RoleRow {
+  const char* name;
+  size_t bytes;
+};
+
+std::vector<RoleRow> role_rows(const BytesByRole& roles) {
+  return {{"parameters", roles.parameters},
+          {"gradients", roles.gradients},
+          {"optimizer_state", roles.optimizer_state},
+          {"activations", roles.activations},
+          {"workspace", roles.workspace}};
+}
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += format("\\u%04x", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string xml_text(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A step of 1, 2 or 5 times a power of ten that cuts `range` into about `ticks` parts.
+double nice_step(double range, int ticks) {
+  const double raw = range / ticks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  const double normalized = raw / magnitude;
+  const double factor = normalized <= 1 ? 1 : normalized <= 2 ? 2 : normalized <= 5 ? 5 : 10;
+  return factor * magnitude;
+}
+
+// Decimals that show every multiple of `step` exactly enough to tell ticks apart.
+int tick_decimals(double step) {
+  return std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+struct PhaseStyle {
+  const char* band;  // background of the phase's steps
+  const char* text;  // its label
+};
+
+PhaseStyle phase_style(Phase phase) {
+  switch (phase) {
+    case Phase::forward:
+      return {"#dbe8f6", "#1f5a96"};
+    case Phase::backward:
+      return {"#fbe3cd", "#a4520f"};
+    case Phase::update:
+      return {"#dcefd8", "#2e7d32"};
+  }
+  return {"#eeeeee", "#333333"};
+}
+
+// The plot area of the timeline, in SVG user units, and its scales.
+struct Frame {
+  static constexpr double kWidth = 960, kHeight = 500;
+  static constexpr double kLeft = 80, kRight = 24, kTop = 76, kBottom = 60;
+  double steps = 1;    // the x axis spans steps [0, steps]
+  double max_mib = 1;  // the y axis spans [0, max_mib]
+  double x(double step) const { return kLeft + step / steps * (kWidth - kLeft - kRight); }
+  double y(double mib) const { return bottom() - mib / max_mib * (bottom() - kTop); }
+  double bottom() const { return kHeight - kBottom; }
+  double right() const { return kWidth - kRight; }
+};
+
+void svg_phase_bands(const PlanReport& report, const Frame& f, std::string& svg) {
+  const auto& timeline = report.timeline;
+  for (size_t begin = 0; begin < timeline.size();) {
+    size_t end = begin + 1;
+    while (end < timeline.size() && timeline[end].phase == timeline[begin].phase) ++end;
+    const PhaseStyle style = phase_style(timeline[begin].phase);
+    const double x0 = f.x(static_cast<double>(begin)), x1 = f.x(static_cast<double>(end));
+    svg += format(R"(<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"/>)"
+                  "\n",
+                  x0, Frame::kTop, x1 - x0, f.bottom() - Frame::kTop, style.band);
+    // The name inside its band where it fits; the legend names every phase anyway.
+    const std::string_view name = phase_name(timeline[begin].phase);
+    if (x1 - x0 > 8.0 * static_cast<double>(name.size())) {
+      svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="middle" font-size="13" )"
+                    R"(fill="%s">%s</text>)"
+                    "\n",
+                    (x0 + x1) / 2, Frame::kTop + 16, style.text, std::string(name).c_str());
+    }
+    begin = end;
+  }
+}
+
+void svg_axes(const Frame& f, double y_step, std::string& svg) {
+  const int decimals = tick_decimals(y_step);
+  for (int i = 0; i * y_step <= f.max_mib * (1 + 1e-9); ++i) {
+    const double y = f.y(i * y_step);
+    svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#cccccc" )"
+                  R"(stroke-width="0.6"/>)"
+                  "\n",
+                  Frame::kLeft, y, f.right(), y);
+    svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#000000"/>)"
+                  "\n",
+                  Frame::kLeft - 5, y, Frame::kLeft, y);
+    svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="end" font-size="12">%.*f</text>)"
+                  "\n",
+                  Frame::kLeft - 8, y + 4, decimals, i * y_step);
+  }
+  const double x_step = std::max(1.0, nice_step(f.steps, 10));
+  for (int i = 0; i * x_step <= f.steps; ++i) {
+    const double x = f.x(i * x_step);
+    svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#000000"/>)"
+                  "\n",
+                  x, f.bottom(), x, f.bottom() + 5);
+    svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="middle" font-size="12">%.0f</text>)"
+                  "\n",
+                  x, f.bottom() + 19, i * x_step);
+  }
+  svg += format(R"(<path d="M %.2f %.2f V %.2f H %.2f" fill="none" stroke="#000000"/>)"
+                "\n",
+                Frame::kLeft, Frame::kTop, f.bottom(), f.right());
+  svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="middle" font-size="13">)"
+                "step (nodes in schedule order)</text>\n",
+                (Frame::kLeft + f.right()) / 2, Frame::kHeight - 16);
+  const double mid_y = (Frame::kTop + f.bottom()) / 2;
+  svg += format(R"(<text x="22" y="%.2f" text-anchor="middle" font-size="13" )"
+                R"svg(transform="rotate(-90 22 %.2f)">live memory (MiB)</text>)svg"
+                "\n",
+                mid_y, mid_y);
+}
+
+// The live bytes as a step function: node i holds its value over [i, i + 1].
+void svg_live_bytes(const PlanReport& report, const Frame& f, std::string& svg) {
+  std::string outline;
+  for (const TimelinePoint& point : report.timeline) {
+    const double y = f.y(static_cast<double>(point.live_bytes) / kMiB);
+    outline += format(" %.2f,%.2f %.2f,%.2f", f.x(point.step), y, f.x(point.step + 1.0), y);
+  }
+  svg += format(R"(<polygon points="%.2f,%.2f)", f.x(0), f.bottom()) + outline +
+         format(R"( %.2f,%.2f" fill="#4c72b0" fill-opacity="0.55"/>)"
+                "\n",
+                f.right(), f.bottom());
+  svg += R"(<polyline points=")" + outline.substr(1) +
+         R"(" fill="none" stroke="#24467a" stroke-width="1.5"/>)" + "\n";
+  // A tooltip per node for viewers that show them.
+  for (const TimelinePoint& point : report.timeline) {
+    svg += format(R"(<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill-opacity="0">)",
+                  f.x(point.step), Frame::kTop, f.x(point.step + 1.0) - f.x(point.step),
+                  f.bottom() - Frame::kTop);
+    svg += format("<title>step %d, %s (%s): ", point.step, xml_text(point.node).c_str(),
+                  std::string(phase_name(point.phase)).c_str()) +
+           human_bytes(point.live_bytes) + "</title></rect>\n";
+  }
+}
+
+// The arena (dashed) and the lower bound (dotted, with the peak marked),
+// labelled at the right end: the arena above its line, the bound below its
+// own, so the two labels never overlap.
+void svg_limits(const PlanReport& report, const Frame& f, std::string& svg) {
+  const char* halo = R"(stroke="#ffffff" stroke-width="3" paint-order="stroke")";
+  const double arena_y = f.y(static_cast<double>(report.arena_bytes) / kMiB);
+  svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#c0392b" )"
+                R"(stroke-width="1.8" stroke-dasharray="8 4"/>)"
+                "\n",
+                Frame::kLeft, arena_y, f.right(), arena_y);
+  svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="end" font-size="12" fill="#c0392b" %s>)",
+                f.right() - 4, arena_y - 6, halo) +
+         "planned arena " + human_bytes(report.arena_bytes) + "</text>\n";
+  const double bound_y = f.y(static_cast<double>(report.lower_bound_bytes) / kMiB);
+  svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#333333" )"
+                R"(stroke-width="1.2" stroke-dasharray="2 3"/>)"
+                "\n",
+                Frame::kLeft, bound_y, f.right(), bound_y);
+  svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="end" font-size="12" fill="#333333" %s>)",
+                f.right() - 4, bound_y + 15, halo) +
+         "lower bound " + human_bytes(report.lower_bound_bytes) +
+         format(" (peak at step %d)</text>\n", report.peak_step);
+  if (report.peak_step >= 0) {
+    svg += format(R"(<circle cx="%.2f" cy="%.2f" r="4" fill="#333333"/>)"
+                  "\n",
+                  f.x(report.peak_step + 0.5), bound_y);
+  }
+}
+
+void svg_title_and_legend(const std::string& title, std::string& svg) {
+  svg += format(R"(<text x="%.2f" y="28" font-size="17" font-weight="bold">)", Frame::kLeft) +
+         xml_text(title) + "</text>\n";
+  double x = Frame::kLeft;
+  for (Phase phase : {Phase::forward, Phase::backward, Phase::update}) {
+    const PhaseStyle style = phase_style(phase);
+    svg += format(R"(<rect x="%.2f" y="44" width="14" height="14" fill="%s" stroke="%s"/>)"
+                  "\n",
+                  x, style.band, style.text);
+    svg += format(R"(<text x="%.2f" y="56" font-size="13">%s</text>)"
+                  "\n",
+                  x + 20, std::string(phase_name(phase)).c_str());
+    x += 110;
+  }
+  svg += format(R"(<rect x="%.2f" y="44" width="14" height="14" fill="#4c72b0" )"
+                R"(fill-opacity="0.55" stroke="#24467a"/>)"
+                "\n",
+                x);
+  svg += format(R"(<text x="%.2f" y="56" font-size="13">live bytes</text>)"
+                "\n",
+                x + 20);
+}
+
+}  // namespace
+
+std::string human_bytes(size_t bytes) {
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return format("%zu B", bytes);
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    ++unit;
+  }
+  return format("%.2f %s", value, kUnits[unit]);
+}
+
+std::string plan_report_text(const PlanRequest& request, const PlanReport& report) {
+  std::string out =
+      format("memfit plan: %s, batch %lld, accumulate %lld, %s, %s backend, sharing %s\n",
+             request.model.c_str(), static_cast<long long>(request.batch),
+             static_cast<long long>(request.accumulate),
+             std::string(optimizer_name(request.optimizer)).c_str(), request.backend.c_str(),
+             request.share ? "on" : "off");
+  auto bytes_line = [&](const char* label, size_t bytes) {
+    out += format("  %-20s %12s %14zu bytes\n", label, human_bytes(bytes).c_str(), bytes);
+  };
+  bytes_line("no sharing", report.no_sharing_bytes);
+  bytes_line("planned arena", report.arena_bytes);
+  bytes_line("lower bound", report.lower_bound_bytes);
+  if (request.budget > 0) bytes_line("budget", request.budget);
+  out += format("  %-20s %12.4f (arena / lower bound)\n", "fragmentation", fragmentation(report));
+  if (report.peak_step >= 0 && static_cast<size_t>(report.peak_step) < report.timeline.size()) {
+    const TimelinePoint& peak = report.timeline[static_cast<size_t>(report.peak_step)];
+    out += format("  at the peak, step %d (%s, %s):\n", peak.step, peak.node.c_str(),
+                  std::string(phase_name(peak.phase)).c_str());
+  }
+  for (const RoleRow& row : role_rows(report.by_role)) {
+    const double share = report.lower_bound_bytes == 0
+                             ? 0.0
+                             : 100.0 * static_cast<double>(row.bytes) /
+                                   static_cast<double>(report.lower_bound_bytes);
+    out += format("    %-18s %12s %14zu bytes %6.1f%%\n", row.name, human_bytes(row.bytes).c_str(),
+                  row.bytes, share);
+  }
+  out += format("  %-20s %12zu\n", "nodes", report.num_nodes);
+  out += format("  %-20s %12s\n", "heap algorithm", report.algorithm.c_str());
+  return out;
+}
+
+std::string plan_report_json(const PlanRequest& request, const PlanReport& report) {
+  std::string out = "{\n";
+  out += "  \"model\": " + json_string(request.model) + ",\n";
+  out += format("  \"batch\": %lld,\n  \"accumulate\": %lld,\n",
+                static_cast<long long>(request.batch), static_cast<long long>(request.accumulate));
+  out += "  \"optimizer\": " + json_string(optimizer_name(request.optimizer)) + ",\n";
+  out += "  \"backend\": " + json_string(request.backend) + ",\n";
+  out += format("  \"sharing\": %s,\n  \"budget_bytes\": %zu,\n", request.share ? "true" : "false",
+                request.budget);
+  out += format("  \"arena_bytes\": %zu,\n  \"lower_bound_bytes\": %zu,\n", report.arena_bytes,
+                report.lower_bound_bytes);
+  out += format("  \"no_sharing_bytes\": %zu,\n  \"fragmentation\": %.6f,\n",
+                report.no_sharing_bytes, fragmentation(report));
+  out += "  \"by_role\": {";
+  const char* separator = "";
+  for (const RoleRow& row : role_rows(report.by_role)) {
+    out += format("%s\"%s\": %zu", separator, row.name, row.bytes);
+    separator = ", ";
+  }
+  out += "},\n";
+  out +=
+      format("  \"num_nodes\": %zu,\n  \"peak_step\": %d,\n", report.num_nodes, report.peak_step);
+  out += "  \"algorithm\": " + json_string(report.algorithm) + ",\n";
+  out += "  \"timeline\": [";
+  separator = "\n";
+  for (const TimelinePoint& point : report.timeline) {
+    out += format("%s    {\"step\": %d, \"node\": ", separator, point.step) +
+           json_string(point.node) + ", \"phase\": " + json_string(phase_name(point.phase)) +
+           format(", \"live_bytes\": %zu}", point.live_bytes);
+    separator = ",\n";
+  }
+  out += report.timeline.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+std::string timeline_svg(const PlanReport& report, const std::string& title) {
+  size_t highest = std::max(report.arena_bytes, report.lower_bound_bytes);
+  for (const TimelinePoint& point : report.timeline) highest = std::max(highest, point.live_bytes);
+  Frame frame;
+  frame.steps = static_cast<double>(std::max<size_t>(report.timeline.size(), 1));
+  // Head room above the arena line for its label.
+  const double top_mib = std::max(static_cast<double>(highest) / kMiB * 1.12, 1e-3);
+  const double y_step = nice_step(top_mib, 6);
+  frame.max_mib = std::ceil(top_mib / y_step) * y_step;
+
+  std::string svg =
+      format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" )"
+             R"(viewBox="0 0 %.0f %.0f" font-family="DejaVu Sans, Arial, sans-serif">)"
+             "\n",
+             Frame::kWidth, Frame::kHeight, Frame::kWidth, Frame::kHeight);
+  svg += R"(<rect width="100%" height="100%" fill="#ffffff"/>)"
+         "\n";
+  svg_title_and_legend(title, svg);
+  svg_phase_bands(report, frame, svg);
+  svg_axes(frame, y_step, svg);
+  svg_live_bytes(report, frame, svg);
+  svg_limits(report, frame, svg);
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace memfit
