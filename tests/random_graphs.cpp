@@ -65,7 +65,8 @@ class Generator {
   void batch_norm();
   void loss();
   void update_now();
-  void update(Learned& learned);
+  // Appends the gradient and optimizer update of a parameter; returns its next value, if any.
+  ValueId update(Learned& learned);
   ValueId gradient(const Learned& learned);
 
   std::mt19937_64 rng_;
@@ -166,7 +167,8 @@ void Generator::binary() {
       b = node(OpKind::reduce_sum, {like(a)}, ReduceAttrs{{0}, true})[0];  // (1, cols)
     }
   }
-  const ValueId y = chance(50) ? activation(op, {a, b}, NoAttrs{}) : activation(op, {b, a}, {});
+  const ValueId y =
+      chance(50) ? activation(op, {a, b}, NoAttrs{}) : activation(op, {b, a}, NoAttrs{});
   if (bias.valid()) learned_.push_back({bias, ValueId(), y, false});
 }
 
@@ -264,8 +266,8 @@ void Generator::loss() {
   if (chance(30)) activations_.push_back(loss);
 }
 
-// An update in the middle of the step; the parameter, or its next value, is
-// sometimes read after it, as by a tied weight.
+// An update in the middle of the step. The parameter (so it may not be
+// overwritten in place) or its next value is sometimes read after it.
 void Generator::update_now() {
   std::vector<Learned*> pending;
   for (Learned& l : learned_) {
@@ -273,8 +275,9 @@ void Generator::update_now() {
   }
   if (pending.empty()) return unary();
   Learned& learned = *pick(pending);
-  update(learned);
-  if (chance(50)) activation(OpKind::scale, {learned.w}, ScaleAttrs{2.0f});
+  const ValueId next = update(learned);
+  const ValueId read = next.valid() && chance(40) ? next : learned.w;
+  if (chance(60)) activation(OpKind::scale, {read}, ScaleAttrs{2.0f});
 }
 
 void Generator::forward() {
@@ -312,7 +315,7 @@ ValueId Generator::gradient(const Learned& learned) {
   return node(OpKind::matmul, inputs, MatmulAttrs{true, false}, Role::gradient)[0];
 }
 
-void Generator::update(Learned& learned) {
+ValueId Generator::update(Learned& learned) {
   learned.updated = true;
   const ValueId w = learned.w;
   ValueId dw = gradient(learned);
@@ -328,9 +331,10 @@ void Generator::update(Learned& learned) {
       const ValueId v = input("velocity", s, Role::optimizer_state);
       const std::vector<ValueId> out =
           node(OpKind::sgd_update, {w, dw, v}, SgdAttrs{0.1f, 0.9f, 0.0f}, Role::parameter);
+      g_.value(out[1]).role = Role::optimizer_state;
       g_.add_update(w, out[0]);
       g_.add_update(v, out[1]);
-      return;
+      return out[0];
     }
     case 6:
     case 7: {
@@ -338,16 +342,18 @@ void Generator::update(Learned& learned) {
       const ValueId v = input("adam_v", s, Role::optimizer_state);
       const std::vector<ValueId> out =
           node(OpKind::adamw_update, {w, dw, m, v}, AdamWAttrs{}, Role::parameter);
+      g_.value(out[1]).role = Role::optimizer_state;
+      g_.value(out[2]).role = Role::optimizer_state;
       g_.add_update(w, out[0]);
       g_.add_update(m, out[1]);
       g_.add_update(v, out[2]);
-      return;
+      return out[0];
     }
     case 8: {
       // Accumulation only: the parameter is not updated in this step.
       const ValueId acc = input("grad_acc", s, Role::optimizer_state);
       g_.add_update(acc, node(OpKind::add, {acc, dw}, NoAttrs{}, Role::optimizer_state)[0]);
-      return;
+      return ValueId();
     }
     default: {
       // The last micro-batch: apply the sum and reset the accumulator.
@@ -356,7 +362,9 @@ void Generator::update(Learned& learned) {
       g_.add_update(acc, node(OpKind::fill, {}, FillAttrs{0.0f, s}, Role::optimizer_state)[0]);
     }
   }
-  g_.add_update(w, node(OpKind::sgd_update, {w, dw}, SgdAttrs{}, Role::parameter)[0]);
+  const ValueId next = node(OpKind::sgd_update, {w, dw}, SgdAttrs{}, Role::parameter)[0];
+  g_.add_update(w, next);
+  return next;
 }
 
 Graph Generator::build() {
@@ -364,6 +372,7 @@ Graph Generator::build() {
   activations_.push_back(input("x", {batch_, pick(kFeatures)}, Role::input));
   labels_ = input("labels", {batch_}, Role::label, DType::i32);
   if (chance(10)) input("unused", {pick(kBatches), pick(kFeatures)}, Role::input);
+  if (chance(5)) input("unused_w", {pick(kFeatures), pick(kFeatures)}, Role::parameter);
   if (chance(20)) activations_.push_back(input("x", {batch_, pick(kFeatures)}, Role::input));
 
   const size_t target = kMinNodes + below(kMaxNodes - kMinNodes + 1);
@@ -379,6 +388,10 @@ Graph Generator::build() {
   }
   while (g_.num_nodes() < kMinNodes) forward();
   if (g_.outputs().empty() || chance(30)) g_.mark_output(operand());
+  // Inputs and parameters may be outputs too; an output may be listed twice.
+  if (chance(5)) g_.mark_output(activations_.front());
+  if (!learned_.empty() && chance(5)) g_.mark_output(pick(learned_).w);
+  if (chance(5)) g_.mark_output(g_.outputs().front());
   return std::move(g_);
 }
 

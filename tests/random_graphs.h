@@ -17,7 +17,9 @@ namespace memfit::testing {
 // operands, graph outputs and values never read; then gradients of the
 // parameters and optimizer updates (SGD with and without momentum, AdamW,
 // gradient accumulation), registered as graph updates. Some parameters are
-// never updated, some are updated in the middle of the step and read after it.
+// never updated (or never read), some are updated in the middle of the step and
+// read after it, or their next value is; inputs and parameters may be graph
+// outputs, and an output may be listed twice.
 Graph random_graph(uint64_t seed);
 
 // The sizes a backend might ask for: values of some types padded as a blocked

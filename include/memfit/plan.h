@@ -27,9 +27,10 @@ struct PlanRequest {
 };
 
 // The part of a step a node belongs to. The rule (see plan_report.cpp): a node
-// is `update` if it is an optimizer update or writes a parameter or optimizer
-// state (accumulators included), `backward` if it writes a gradient, and
-// `forward` otherwise, which is exactly the nodes of the model's forward graph.
+// is `update` if it is an optimizer update, writes a parameter or optimizer
+// state, or reads optimizer state (accumulators included); `backward` if it
+// writes a gradient; `forward` otherwise, which is exactly the nodes of the
+// model's forward graph. In schedule order the three phases follow each other.
 enum class Phase : uint8_t { forward, backward, update };
 std::string_view phase_name(Phase phase);
 

@@ -10,8 +10,10 @@
 //    between them searched:
 //    - greedy by size (Pisarchyk and Lee 2020): largest buffer first, into the
 //      smallest gap that holds it (best fit), else above the highest;
-//    - by time: in order of definition, into the lowest gap that holds it
-//      (first fit), else above the highest.
+// 3. By time: a simulation of a best-fit allocator over the schedule, which
+//    frees each buffer after its last use and merges free neighbours; this one
+//    is O(B log B) and is the only one run when greedy by size would cost
+//    more than kMaxGreedyWork (dense overlaps, as in very deep networks).
 // Guarantees: buffers live at a common step get disjoint slices; offsets are
 // multiples of the alignment when sizes are. Cost: O(B (k log k + S/kBlockSteps))
 // for B buffers, k the number of placed buffers overlapping one in time, S steps.
@@ -19,7 +21,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <set>
 
 namespace memfit {
 namespace {
@@ -60,20 +64,18 @@ class TimeIndex {
     return out;
   }
 
- private:
   // Steps start at -1 (before the first node).
   static int32_t block(int32_t step) { return (step + 1) / kBlockSteps; }
 
+ private:
   const std::vector<PlanBuffer>& buffers_;
   std::vector<std::vector<int32_t>> blocks_;
   std::vector<uint32_t> seen_;
   uint32_t stamp_ = 0;
 };
 
-enum class Fit { best, first };
-
-Placement place(const std::vector<PlanBuffer>& buffers, const std::vector<size_t>& order, Fit fit,
-                std::string name) {
+Placement place_best_fit(const std::vector<PlanBuffer>& buffers, const std::vector<size_t>& order,
+                         std::string name) {
   Placement placement;
   placement.algorithm = std::move(name);
   placement.offsets.assign(buffers.size(), 0);
@@ -98,10 +100,6 @@ Placement place(const std::vector<PlanBuffer>& buffers, const std::vector<size_t
       const size_t start = placement.offsets[static_cast<size_t>(other)];
       if (start >= cursor && start - cursor >= bytes) {
         const size_t gap = start - cursor;
-        if (fit == Fit::first) {
-          best_offset = cursor;
-          break;
-        }
         if (gap < best_gap) {
           best_gap = gap;
           best_offset = cursor;
@@ -117,6 +115,66 @@ Placement place(const std::vector<PlanBuffer>& buffers, const std::vector<size_t
   return placement;
 }
 
+// A best-fit allocator over [0, top): free ranges by offset (to merge
+// neighbours) and by size (to find the smallest that fits).
+class FreeList {
+ public:
+  size_t take(size_t bytes) {
+    auto fit = by_size_.lower_bound({bytes, 0});
+    if (fit != by_size_.end()) {
+      const auto [size, offset] = *fit;
+      erase(offset, size);
+      if (size > bytes) insert(offset + bytes, size - bytes);
+      return offset;
+    }
+    // Nothing fits: grow the top, starting inside a free range that ends there.
+    size_t offset = top_;
+    if (!by_offset_.empty()) {
+      const auto last = std::prev(by_offset_.end());
+      if (last->first + last->second == top_) {
+        offset = last->first;
+        erase(last->first, last->second);
+      }
+    }
+    top_ = offset + bytes;
+    return offset;
+  }
+
+  void release(size_t offset, size_t bytes) {
+    auto next = by_offset_.lower_bound(offset);
+    if (next != by_offset_.end() && offset + bytes == next->first) {
+      bytes += next->second;
+      erase(next->first, next->second);
+    }
+    auto prev = by_offset_.lower_bound(offset);
+    if (prev != by_offset_.begin()) {
+      --prev;
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        bytes += prev->second;
+        erase(prev->first, prev->second);
+      }
+    }
+    insert(offset, bytes);
+  }
+
+  size_t top() const { return top_; }
+
+ private:
+  void insert(size_t offset, size_t bytes) {
+    by_offset_.emplace(offset, bytes);
+    by_size_.emplace(bytes, offset);
+  }
+  void erase(size_t offset, size_t bytes) {
+    by_offset_.erase(offset);
+    by_size_.erase({bytes, offset});
+  }
+
+  std::map<size_t, size_t> by_offset_;       // offset -> bytes
+  std::set<std::pair<size_t, size_t>> by_size_;  // (bytes, offset)
+  size_t top_ = 0;
+};
+
 std::vector<size_t> transient(const std::vector<PlanBuffer>& buffers) {
   std::vector<size_t> order;
   for (size_t b = 0; b < buffers.size(); ++b) {
@@ -127,22 +185,58 @@ std::vector<size_t> transient(const std::vector<PlanBuffer>& buffers) {
 
 }  // namespace
 
+double greedy_by_size_work(const std::vector<PlanBuffer>& buffers) {
+  // Each block of steps is scanned once for every buffer live in it.
+  std::vector<double> members;
+  for (const PlanBuffer& b : buffers) {
+    if (b.persistent || b.bytes == 0) continue;
+    const auto last = static_cast<size_t>(TimeIndex::block(b.live.last));
+    if (members.size() <= last) members.resize(last + 1, 0);
+    for (auto k = static_cast<size_t>(TimeIndex::block(b.live.def)); k <= last; ++k) members[k] += 1;
+  }
+  double work = 0;
+  for (double m : members) work += m * m;
+  return work;
+}
+
 Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers) {
   std::vector<size_t> order = transient(buffers);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
     return buffers[a].live.def < buffers[b].live.def;
   });
-  return place(buffers, order, Fit::best, "greedy-by-size");
+  return place_best_fit(buffers, order, "greedy-by-size");
 }
 
 Placement place_by_time(const std::vector<PlanBuffer>& buffers) {
-  std::vector<size_t> order = transient(buffers);
+  Placement placement;
+  placement.algorithm = "best-fit-by-time";
+  placement.offsets.assign(buffers.size(), 0);
+  // Allocations at each step, persistent first then largest first; frees one step after the last use.
+  std::vector<size_t> order(buffers.size());
+  std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (buffers[a].live.def != buffers[b].live.def) return buffers[a].live.def < buffers[b].live.def;
+    if (buffers[a].persistent != buffers[b].persistent) return buffers[a].persistent;
     return buffers[a].bytes > buffers[b].bytes;
   });
-  return place(buffers, order, Fit::first, "first-fit-by-time");
+  std::vector<size_t> by_end(order);
+  std::stable_sort(by_end.begin(), by_end.end(),
+                   [&](size_t a, size_t b) { return buffers[a].live.last < buffers[b].live.last; });
+  FreeList free_list;
+  size_t next_free = 0;
+  for (size_t b : order) {
+    const PlanBuffer& buffer = buffers[b];
+    if (buffer.bytes == 0) continue;
+    // Release everything whose last use is before this buffer's definition.
+    while (next_free < by_end.size() && buffers[by_end[next_free]].live.last < buffer.live.def) {
+      const size_t done = by_end[next_free++];
+      if (buffers[done].bytes > 0) free_list.release(placement.offsets[done], buffers[done].bytes);
+    }
+    placement.offsets[b] = free_list.take(buffer.bytes);
+  }
+  placement.arena_bytes = free_list.top();
+  return placement;
 }
 
 Placement place_without_sharing(const std::vector<PlanBuffer>& buffers) {

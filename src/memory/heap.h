@@ -14,9 +14,14 @@ struct Placement {
   std::string algorithm;
 };
 
+// The work greedy by size does on these buffers (block scans), and the most
+// the planner lets it do: dense overlaps make it quadratic.
+double greedy_by_size_work(const std::vector<PlanBuffer>& buffers);
+inline constexpr double kMaxGreedyWork = 5e7;
+
 // Largest first, best fit (Pisarchyk and Lee 2020).
 Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers);
-// In order of definition, first fit.
+// A best-fit allocator simulated over the schedule: O(B log B).
 Placement place_by_time(const std::vector<PlanBuffer>& buffers);
 // Every buffer in a slice of its own, one after the other.
 Placement place_without_sharing(const std::vector<PlanBuffer>& buffers);

@@ -99,8 +99,8 @@ Status check_plan_shape(const Graph& graph, const PlanSizes& sizes, const Memory
   size_t largest_end = 0;
   for (size_t v = 0; v < values; ++v) {
     const Slice& slice = plan.value_slices[v];
-    MEMFIT_RETURN_IF_ERROR(check_slice("%" + graph.values()[v].name, slice,
-                                       sizes.value_bytes[v], plan.arena_bytes));
+    MEMFIT_RETURN_IF_ERROR(
+        check_slice("%" + graph.values()[v].name, slice, sizes.value_bytes[v], plan.arena_bytes));
     largest_end = std::max(largest_end, slice.end());
   }
   for (size_t n = 0; n < nodes; ++n) {
@@ -320,12 +320,11 @@ Status ArenaReplay::check_end() const {
     if (value.producer.valid() || !is_persistent(value.role) || !o) continue;
     const ValueId next = next_of[v];
     if (next.valid() && o->by == next && o->in_place) continue;
-    const std::string only =
-        next.valid() ? " (only its update %" + graph_.value(next).name + " may replace it, in place)"
-                     : " (it has no update)";
+    const std::string only = next.valid() ? " (only its update %" + graph_.value(next).name +
+                                                " may replace it, in place)"
+                                          : " (it has no update)";
     return Status::error(std::string(role_name(value.role)) + " " +
-                         value_ref(ValueId(static_cast<int32_t>(v))) + at_end + explain(*o) +
-                         only);
+                         value_ref(ValueId(static_cast<int32_t>(v))) + at_end + explain(*o) + only);
   }
   return Status::ok();
 }

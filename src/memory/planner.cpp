@@ -87,9 +87,11 @@ Result<MemoryPlan> plan_memory(const Graph& graph, const PlanSizes& sizes, const
   const Liveness liveness = analyze_liveness(graph, sizes, options);
   Placement placement;
   if (options.share) {
-    placement = place_greedy_by_size(liveness.buffers);
-    Placement by_time = place_by_time(liveness.buffers);
-    if (by_time.arena_bytes < placement.arena_bytes) placement = std::move(by_time);
+    placement = place_by_time(liveness.buffers);
+    if (greedy_by_size_work(liveness.buffers) <= kMaxGreedyWork) {
+      Placement by_size = place_greedy_by_size(liveness.buffers);
+      if (by_size.arena_bytes <= placement.arena_bytes) placement = std::move(by_size);
+    }
   } else {
     placement = place_without_sharing(liveness.buffers);
   }

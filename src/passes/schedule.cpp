@@ -47,20 +47,30 @@ std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<siz
     if (missing[i] == 0) ready.push_back(static_cast<int32_t>(i));
   }
 
+  // Each node's distinct inputs, with how often the node reads each.
+  std::vector<std::vector<std::pair<ValueId, int32_t>>> reads(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (ValueId in : graph.nodes()[i].inputs) {
+      auto& list = reads[i];
+      auto it = std::find_if(list.begin(), list.end(), [&](const auto& r) { return r.first == in; });
+      if (it == list.end()) {
+        list.emplace_back(in, 1);
+      } else {
+        ++it->second;
+      }
+    }
+  }
+
   std::vector<NodeId> order;
   order.reserve(n);
   while (!ready.empty()) {
     size_t best = 0;
     int64_t best_delta = std::numeric_limits<int64_t>::max();
     for (size_t r = 0; r < ready.size(); ++r) {
-      const Node& node = graph.nodes()[static_cast<size_t>(ready[r])];
+      const auto candidate = static_cast<size_t>(ready[r]);
       int64_t delta = 0;
-      for (ValueId out : node.outputs) delta += static_cast<int64_t>(value_bytes[out.idx()]);
-      std::vector<ValueId> distinct = node.inputs;
-      std::sort(distinct.begin(), distinct.end());
-      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-      for (ValueId in : distinct) {
-        const auto mentions = std::count(node.inputs.begin(), node.inputs.end(), in);
+      for (ValueId out : graph.nodes()[candidate].outputs) delta += static_cast<int64_t>(value_bytes[out.idx()]);
+      for (const auto& [in, mentions] : reads[candidate]) {
         if (!kept[in.idx()] && readers_left[in.idx()] == mentions) {
           delta -= static_cast<int64_t>(value_bytes[in.idx()]);
         }

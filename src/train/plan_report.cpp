@@ -12,14 +12,17 @@
 namespace memfit {
 namespace {
 
-// The phase of a node, from its op and the roles of its outputs. Autodiff
-// gives every node it appends gradient outputs, and the optimizer's nodes
-// write parameters or optimizer state (the accumulating sum of a micro-batch
-// that also applies the update is a gradient: it feeds the update), so what
-// remains are the model's own nodes: activations, and the running statistics
-// of batch norm, which keep the activation role.
+// The phase of a node, from its op and the roles of its inputs and outputs.
+// The optimizer's nodes write parameters or optimizer state, or read
+// optimizer state (the sum of the accumulated and this micro-batch's
+// gradients, which feeds the update); autodiff gives every other node it
+// appends gradient outputs; what remains are the model's own nodes, which
+// write activations (batch norm's running statistics among them).
 Phase node_phase(const Graph& graph, const Node& node) {
   if (node.op == OpKind::sgd_update || node.op == OpKind::adamw_update) return Phase::update;
+  for (ValueId in : node.inputs) {
+    if (graph.value(in).role == Role::optimizer_state) return Phase::update;
+  }
   bool gradient = false;
   for (ValueId out : node.outputs) {
     const Role role = graph.value(out).role;
@@ -49,18 +52,35 @@ Result<PlanSizes> backend_sizes(const Graph& graph, const Backend& backend) {
   return sizes;
 }
 
-// The slice bytes live at each step, as the planner counts them: a value over
-// its interval, a workspace at its node. An output written in place over an
-// input shares that input's slice at their common step, the input's last, so
-// it is counted from the step after.
+// The slice bytes live at each step, as the planner counts them: a workspace
+// at its node, and the values of an in-place chain (each written over the one
+// before it, sharing its slice) once, from the first value's definition to
+// the last read of any of them.
 std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& plan) {
+  // The first value of each value's chain; inplace_of points back along it.
+  std::vector<int32_t> chain(graph.num_values(), -1);
+  std::vector<size_t> path;
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    size_t u = v;
+    for (path.clear(); chain[u] < 0 && plan.inplace_of[u].valid(); u = plan.inplace_of[u].idx()) {
+      path.push_back(u);
+    }
+    const int32_t first = chain[u] >= 0 ? chain[u] : static_cast<int32_t>(u);
+    chain[u] = first;
+    for (size_t p : path) chain[p] = first;
+  }
+  std::vector<Interval> chain_live(graph.num_values(), Interval{0, -1});  // by first value
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    const auto first = static_cast<size_t>(chain[v]);
+    chain_live[first].def = plan.value_live[first].def;
+    chain_live[first].last = std::max(chain_live[first].last, plan.value_live[v].last);
+  }
   const auto steps = static_cast<int32_t>(graph.num_nodes());
   std::vector<int64_t> delta(graph.num_nodes() + 1, 0);  // change of the live bytes at each step
   for (size_t v = 0; v < graph.num_values(); ++v) {
-    const Interval live = plan.value_live[v];
-    int32_t first = std::max(live.def, 0);
-    if (plan.inplace_of[v].valid()) ++first;
-    const int32_t last = std::min(live.last, steps - 1);
+    if (chain[v] != static_cast<int32_t>(v)) continue;
+    const int32_t first = std::max(chain_live[v].def, 0);
+    const int32_t last = std::min(chain_live[v].last, steps - 1);
     if (first > last) continue;
     const auto bytes = static_cast<int64_t>(plan.value_slices[v].bytes);
     delta[static_cast<size_t>(first)] += bytes;

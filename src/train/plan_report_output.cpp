@@ -103,25 +103,43 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 struct PhaseStyle {
   const char* band;  // background of the phase's steps
+  const char* fill;  // the live bytes during the phase
   const char* text;  // its label
 };
 
 PhaseStyle phase_style(Phase phase) {
   switch (phase) {
     case Phase::forward:
-      return {"#dbe8f6", "#1f5a96"};
+      return {"#eaf1fa", "#7ba7d9", "#1f5a96"};
     case Phase::backward:
-      return {"#fbe3cd", "#a4520f"};
+      return {"#fdf0e4", "#f2a766", "#a4520f"};
     case Phase::update:
-      return {"#dcefd8", "#2e7d32"};
+      return {"#e9f5e7", "#84c281", "#2e7d32"};
   }
-  return {"#eeeeee", "#333333"};
+  return {"#eeeeee", "#aaaaaa", "#333333"};
+}
+
+// Consecutive nodes of one phase: steps [begin, end).
+struct PhaseRun {
+  size_t begin = 0, end = 0;
+  Phase phase = Phase::forward;
+};
+
+std::vector<PhaseRun> phase_runs(const std::vector<TimelinePoint>& timeline) {
+  std::vector<PhaseRun> runs;
+  for (size_t i = 0; i < timeline.size(); ++i) {
+    if (runs.empty() || runs.back().phase != timeline[i].phase) {
+      runs.push_back({i, i, timeline[i].phase});
+    }
+    runs.back().end = i + 1;
+  }
+  return runs;
 }
 
 // The plot area of the timeline, in SVG user units, and its scales.
 struct Frame {
   static constexpr double kWidth = 960, kHeight = 500;
-  static constexpr double kLeft = 80, kRight = 24, kTop = 76, kBottom = 60;
+  static constexpr double kLeft = 80, kRight = 120, kTop = 76, kBottom = 60;
   double steps = 1;    // the x axis spans steps [0, steps]
   double max_mib = 1;  // the y axis spans [0, max_mib]
   double x(double step) const { return kLeft + step / steps * (kWidth - kLeft - kRight); }
@@ -130,25 +148,21 @@ struct Frame {
   double right() const { return kWidth - kRight; }
 };
 
-void svg_phase_bands(const PlanReport& report, const Frame& f, std::string& svg) {
-  const auto& timeline = report.timeline;
-  for (size_t begin = 0; begin < timeline.size();) {
-    size_t end = begin + 1;
-    while (end < timeline.size() && timeline[end].phase == timeline[begin].phase) ++end;
-    const PhaseStyle style = phase_style(timeline[begin].phase);
-    const double x0 = f.x(static_cast<double>(begin)), x1 = f.x(static_cast<double>(end));
+void svg_phase_bands(const std::vector<PhaseRun>& runs, const Frame& f, std::string& svg) {
+  for (const PhaseRun& run : runs) {
+    const PhaseStyle style = phase_style(run.phase);
+    const double x0 = f.x(static_cast<double>(run.begin)), x1 = f.x(static_cast<double>(run.end));
     svg += format(R"(<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill="%s"/>)"
                   "\n",
                   x0, Frame::kTop, x1 - x0, f.bottom() - Frame::kTop, style.band);
     // The name inside its band where it fits; the legend names every phase anyway.
-    const std::string_view name = phase_name(timeline[begin].phase);
+    const std::string name(phase_name(run.phase));
     if (x1 - x0 > 8.0 * static_cast<double>(name.size())) {
       svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="middle" font-size="13" )"
                     R"(fill="%s">%s</text>)"
                     "\n",
-                    (x0 + x1) / 2, Frame::kTop + 16, style.text, std::string(name).c_str());
+                    (x0 + x1) / 2, Frame::kTop + 16, style.text, name.c_str());
     }
-    begin = end;
   }
 }
 
@@ -190,19 +204,31 @@ void svg_axes(const Frame& f, double y_step, std::string& svg) {
                 mid_y, mid_y);
 }
 
-// The live bytes as a step function: node i holds its value over [i, i + 1].
-void svg_live_bytes(const PlanReport& report, const Frame& f, std::string& svg) {
-  std::string outline;
-  for (const TimelinePoint& point : report.timeline) {
-    const double y = f.y(static_cast<double>(point.live_bytes) / kMiB);
-    outline += format(" %.2f,%.2f %.2f,%.2f", f.x(point.step), y, f.x(point.step + 1.0), y);
+// The live bytes as a step function, node i over [i, i + 1]: an area in
+// each phase's colour under one outline.
+void svg_live_bytes(const PlanReport& report, const std::vector<PhaseRun>& runs, const Frame& f,
+                    std::string& svg) {
+  auto steps = [&](size_t begin, size_t end) {
+    std::string points;
+    for (size_t i = begin; i < end; ++i) {
+      const double y = f.y(static_cast<double>(report.timeline[i].live_bytes) / kMiB);
+      const auto step = static_cast<double>(i);
+      points += format(" %.2f,%.2f %.2f,%.2f", f.x(step), y, f.x(step + 1), y);
+    }
+    return points;
+  };
+  for (const PhaseRun& run : runs) {
+    svg +=
+        format(R"(<polygon points="%.2f,%.2f)", f.x(static_cast<double>(run.begin)), f.bottom()) +
+        steps(run.begin, run.end) +
+        format(R"( %.2f,%.2f" fill="%s"/>)"
+               "\n",
+               f.x(static_cast<double>(run.end)), f.bottom(), phase_style(run.phase).fill);
   }
-  svg += format(R"(<polygon points="%.2f,%.2f)", f.x(0), f.bottom()) + outline +
-         format(R"( %.2f,%.2f" fill="#4c72b0" fill-opacity="0.55"/>)"
-                "\n",
-                f.right(), f.bottom());
-  svg += R"(<polyline points=")" + outline.substr(1) +
-         R"(" fill="none" stroke="#24467a" stroke-width="1.5"/>)" + "\n";
+  if (!report.timeline.empty()) {
+    svg += R"(<polyline points=")" + steps(0, report.timeline.size()).substr(1) +
+           R"(" fill="none" stroke="#2b2b2b" stroke-width="1.4"/>)" + "\n";
+  }
   // A tooltip per node for viewers that show them.
   for (const TimelinePoint& point : report.timeline) {
     svg += format(R"(<rect x="%.2f" y="%.2f" width="%.2f" height="%.2f" fill-opacity="0">)",
@@ -214,36 +240,50 @@ void svg_live_bytes(const PlanReport& report, const Frame& f, std::string& svg) 
   }
 }
 
-// The arena (dashed) and the lower bound (dotted, with the peak marked),
-// labelled at the right end: the arena above its line, the bound below its
-// own, so the two labels never overlap.
+// A label of two lines in the right margin, centred on height y.
+void svg_margin_label(const Frame& f, double y, const char* colour, const std::string& first,
+                      const std::string& second, std::string& svg) {
+  svg +=
+      format(R"(<text x="%.2f" y="%.2f" font-size="12" fill="%s">)", f.right() + 8, y - 3, colour) +
+      first + format(R"(<tspan x="%.2f" dy="14">)", f.right() + 8) + second + "</tspan></text>\n";
+}
+
+// The arena (dashed) and the lower bound (dotted, its peak marked), labelled
+// in the right margin, where no data lies; labels closer than two lines are
+// pushed apart (the arena is never below the bound).
 void svg_limits(const PlanReport& report, const Frame& f, std::string& svg) {
-  const char* halo = R"(stroke="#ffffff" stroke-width="3" paint-order="stroke")";
   const double arena_y = f.y(static_cast<double>(report.arena_bytes) / kMiB);
-  svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#c0392b" )"
-                R"(stroke-width="1.8" stroke-dasharray="8 4"/>)"
-                "\n",
-                Frame::kLeft, arena_y, f.right(), arena_y);
-  svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="end" font-size="12" fill="#c0392b" %s>)",
-                f.right() - 4, arena_y - 6, halo) +
-         "planned arena " + human_bytes(report.arena_bytes) + "</text>\n";
   const double bound_y = f.y(static_cast<double>(report.lower_bound_bytes) / kMiB);
   svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#333333" )"
                 R"(stroke-width="1.2" stroke-dasharray="2 3"/>)"
                 "\n",
                 Frame::kLeft, bound_y, f.right(), bound_y);
-  svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="end" font-size="12" fill="#333333" %s>)",
-                f.right() - 4, bound_y + 15, halo) +
-         "lower bound " + human_bytes(report.lower_bound_bytes) +
-         format(" (peak at step %d)</text>\n", report.peak_step);
-  if (report.peak_step >= 0) {
+  svg += format(R"(<line x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f" stroke="#c0392b" )"
+                R"(stroke-width="1.8" stroke-dasharray="8 4"/>)"
+                "\n",
+                Frame::kLeft, arena_y, f.right(), arena_y);
+  constexpr double kLabelGap = 32;
+  const double push = std::max(0.0, (kLabelGap - (bound_y - arena_y)) / 2);
+  svg_margin_label(f, arena_y - push, "#c0392b", "planned arena", human_bytes(report.arena_bytes),
+                   svg);
+  svg_margin_label(f, bound_y + push, "#333333", "lower bound",
+                   human_bytes(report.lower_bound_bytes), svg);
+  if (report.peak_step >= 0 && static_cast<size_t>(report.peak_step) < report.timeline.size()) {
+    const double x = f.x(report.peak_step + 0.5);
     svg += format(R"(<circle cx="%.2f" cy="%.2f" r="4" fill="#333333"/>)"
                   "\n",
-                  f.x(report.peak_step + 0.5), bound_y);
+                  x, bound_y);
+    svg += format(R"(<text x="%.2f" y="%.2f" text-anchor="middle" font-size="12" )"
+                  R"(stroke="#ffffff" stroke-width="3" paint-order="stroke">peak, step %d</text>)"
+                  "\n",
+                  x, bound_y - 9, report.peak_step);
   }
 }
 
-void svg_title_and_legend(const std::string& title, std::string& svg) {
+// The title, then a legend of the phases and, at the right, what no sharing
+// would need: usually far above the plot, so it is stated instead of drawn.
+void svg_title_and_legend(const PlanReport& report, const std::string& title, const Frame& f,
+                          std::string& svg) {
   svg += format(R"(<text x="%.2f" y="28" font-size="17" font-weight="bold">)", Frame::kLeft) +
          xml_text(title) + "</text>\n";
   double x = Frame::kLeft;
@@ -251,19 +291,15 @@ void svg_title_and_legend(const std::string& title, std::string& svg) {
     const PhaseStyle style = phase_style(phase);
     svg += format(R"(<rect x="%.2f" y="44" width="14" height="14" fill="%s" stroke="%s"/>)"
                   "\n",
-                  x, style.band, style.text);
+                  x, style.fill, style.text);
     svg += format(R"(<text x="%.2f" y="56" font-size="13">%s</text>)"
                   "\n",
                   x + 20, std::string(phase_name(phase)).c_str());
     x += 110;
   }
-  svg += format(R"(<rect x="%.2f" y="44" width="14" height="14" fill="#4c72b0" )"
-                R"(fill-opacity="0.55" stroke="#24467a"/>)"
-                "\n",
-                x);
-  svg += format(R"(<text x="%.2f" y="56" font-size="13">live bytes</text>)"
-                "\n",
-                x + 20);
+  svg += format(R"(<text x="%.2f" y="56" text-anchor="end" font-size="12" fill="#555555">)",
+                f.right()) +
+         "without sharing: " + human_bytes(report.no_sharing_bytes) + "</text>\n";
 }
 
 }  // namespace
@@ -365,10 +401,11 @@ std::string timeline_svg(const PlanReport& report, const std::string& title) {
              Frame::kWidth, Frame::kHeight, Frame::kWidth, Frame::kHeight);
   svg += R"(<rect width="100%" height="100%" fill="#ffffff"/>)"
          "\n";
-  svg_title_and_legend(title, svg);
-  svg_phase_bands(report, frame, svg);
+  const std::vector<PhaseRun> runs = phase_runs(report.timeline);
+  svg_title_and_legend(report, title, frame, svg);
+  svg_phase_bands(runs, frame, svg);
   svg_axes(frame, y_step, svg);
-  svg_live_bytes(report, frame, svg);
+  svg_live_bytes(report, runs, frame, svg);
   svg_limits(report, frame, svg);
   svg += "</svg>\n";
   return svg;
