@@ -30,7 +30,8 @@ struct PlanRequest {
 // is `update` if it is an optimizer update, writes a parameter or optimizer
 // state, or reads optimizer state (accumulators included); `backward` if it
 // writes a gradient; `forward` otherwise, which is exactly the nodes of the
-// model's forward graph. In schedule order the three phases follow each other.
+// model's forward graph. The schedule may interleave them: a memory-aware
+// order runs an update as soon as its gradient is complete.
 enum class Phase : uint8_t { forward, backward, update };
 std::string_view phase_name(Phase phase);
 

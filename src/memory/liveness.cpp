@@ -6,10 +6,11 @@
 //    to its last reader's step; graph outputs, update values and persistent
 //    inputs live to N, the end of the step.
 // 2. In place, node by node: output o may take the buffer of input u when the
-//    op table lists the pair, their byte sizes are equal, u is not taken by
-//    another output of the node, and u has no reader after this node. A
-//    persistent u qualifies only for its own update value, which then carries
-//    the state to the next step in the same bytes.
+//    op table lists the pair, their types and byte sizes are equal, u is read
+//    once by the node and not taken by another output, and u has no reader
+//    after this node and is not a graph output. A persistent u qualifies only
+//    for its own update value, which then carries the state to the next step
+//    in the same bytes.
 // 3. Buffers: the values of an in-place chain share one buffer, live from the
 //    first value's definition to the last value's last use; each non-empty
 //    workspace is a buffer live at its node.
@@ -75,14 +76,21 @@ Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const Plan
         const ValueId in = node.inputs[i];
         const ValueId out = node.outputs[o];
         if (result.inplace_of[out.idx()].valid()) continue;
-        if (sizes.value_bytes[in.idx()] != sizes.value_bytes[out.idx()]) continue;
+        // The same bytes for the same elements: a layout may pad a broadcast
+        // operand to the output's size, but an elementwise kernel would then
+        // overwrite elements it still has to read.
+        if (sizes.value_bytes[in.idx()] != sizes.value_bytes[out.idx()] ||
+            graph.value(in).type != graph.value(out).type) {
+          continue;
+        }
         if (std::count(node.inputs.begin(), node.inputs.end(), in) > 1) continue;
         const Value& value = graph.value(in);
         const bool persistent_input = !value.producer.valid() && is_persistent(value.role);
         bool allowed;
         if (persistent_input) {
           auto it = update_of.find(in.index);
-          allowed = it != update_of.end() && it->second == out.index && last_read[in.idx()] == step;
+          allowed = it != update_of.end() && it->second == out.index && last_read[in.idx()] == step &&
+                    !is_output[in.idx()];
         } else {
           allowed = result.value_live[in.idx()].last == step && !is_output[in.idx()];
         }

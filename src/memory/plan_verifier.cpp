@@ -124,9 +124,8 @@ Status check_plan_shape(const Graph& graph, const PlanSizes& sizes, const Memory
 
 // The write that destroyed a value, kept to explain a later read of it.
 struct Overwrite {
-  int32_t step = 0;
-  NodeId node;
-  ValueId by;  // invalid: the node's workspace
+  int32_t step = 0;  // the step of the node that wrote
+  ValueId by;        // invalid: the node's workspace
   bool in_place = false;
   size_t begin = 0;  // the bytes of the victim it overwrote
   size_t end = 0;
@@ -169,7 +168,7 @@ std::string ArenaReplay::value_ref(ValueId v) const {
 }
 
 std::string ArenaReplay::explain(const Overwrite& o) const {
-  const std::string node = node_ref(graph_.node(o.node));
+  const std::string node = node_ref(graph_.node(NodeId(o.step)));
   const std::string at = " at step " + std::to_string(o.step);
   if (!o.by.valid()) {
     return node + " overwrote " + bytes_range(o.begin, o.end) + " with its workspace" + at;
@@ -236,7 +235,7 @@ Status ArenaReplay::write_workspace(int32_t step, NodeId id) {
                            bytes_range(slice.offset, slice.end()) + " overlaps its input " +
                            value_ref(victim) + " at step " + std::to_string(step));
     }
-    destroy(it, Overwrite{step, id, ValueId(), false, slice.offset, slice.end()});
+    destroy(it, Overwrite{step, ValueId(), false, slice.offset, slice.end()});
   }
   return Status::ok();
 }
@@ -261,7 +260,7 @@ Status ArenaReplay::write_output(int32_t step, NodeId id, int output) {
     const bool is_input =
         std::find(node.inputs.begin(), node.inputs.end(), victim) != node.inputs.end();
     if (is_input) MEMFIT_RETURN_IF_ERROR(check_in_place(step, node, output, victim));
-    destroy(it, Overwrite{step, id, value, is_input, slice.offset, slice.end()});
+    destroy(it, Overwrite{step, value, is_input, slice.offset, slice.end()});
   }
   held_.emplace(slice.offset, Held{slice.end(), value});
   return Status::ok();

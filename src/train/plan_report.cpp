@@ -7,6 +7,7 @@
 
 #include "memfit/plan.h"
 #include "memory/planner.h"
+#include "passes/schedule.h"
 #include "train/training_program.h"
 
 namespace memfit {
@@ -95,6 +96,47 @@ std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& pl
   return live;
 }
 
+// A step graph in the order it runs, its sizes and its plan.
+struct ScheduledPlan {
+  Graph graph;
+  PlanSizes sizes;
+  MemoryPlan plan;
+};
+
+// The schedule and plan training runs, chosen as Executable::compile chooses
+// them: the graph's own order, or the memory-aware order where sharing is on
+// and its arena is smaller; the budget is checked against the winner. The
+// test PlanTrainingStep.IsWhatTrainingAllocates keeps the two in step.
+Result<ScheduledPlan> schedule_and_plan(Graph graph, PlanSizes sizes, const PlanRequest& request) {
+  PlanOptions options;
+  options.share = request.share;
+  MEMFIT_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(graph, sizes, options));
+  ScheduledPlan best{std::move(graph), std::move(sizes), std::move(plan)};
+  if (request.share) {
+    const std::vector<NodeId> order = memory_aware_order(best.graph, best.sizes.value_bytes);
+    std::vector<ValueId> value_map;
+    Graph reordered = reorder_nodes(best.graph, order, &value_map);
+    PlanSizes sizes_reordered;
+    sizes_reordered.value_bytes.resize(best.sizes.value_bytes.size());
+    for (size_t v = 0; v < value_map.size(); ++v) {
+      sizes_reordered.value_bytes[value_map[v].idx()] = best.sizes.value_bytes[v];
+    }
+    for (NodeId id : order) {
+      sizes_reordered.workspace_bytes.push_back(best.sizes.workspace_bytes[id.idx()]);
+    }
+    auto plan_reordered = plan_memory(reordered, sizes_reordered, options);
+    if (plan_reordered && plan_reordered->arena_bytes < best.plan.arena_bytes) {
+      best = {std::move(reordered), std::move(sizes_reordered), std::move(plan_reordered).value()};
+    }
+  }
+  if (request.budget > 0 && best.plan.arena_bytes > request.budget) {
+    // The planner states the error, with the smallest arena it reaches.
+    options.budget = request.budget;
+    return plan_memory(best.graph, best.sizes, options).status();
+  }
+  return best;
+}
+
 BytesByRole public_roles(const RoleBytes& roles) {
   return BytesByRole{roles.parameters, roles.gradients, roles.optimizer_state, roles.activations,
                      roles.workspace};
@@ -128,24 +170,24 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
                           build_step_graph(request.model, request.batch, request.accumulate,
                                            request.optimizer, mode, nullptr));
   MEMFIT_ASSIGN_OR_RETURN(PlanSizes sizes, backend_sizes(graph, *backend));
-  PlanOptions options;
-  options.share = request.share;
-  options.budget = request.budget;
-  MEMFIT_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(graph, sizes, options));
+  MEMFIT_ASSIGN_OR_RETURN(ScheduledPlan scheduled,
+                          schedule_and_plan(std::move(graph), std::move(sizes), request));
+  const Graph& g = scheduled.graph;
+  const MemoryPlan& plan = scheduled.plan;
 
   PlanReport report;
   report.arena_bytes = plan.arena_bytes;
   report.lower_bound_bytes = plan.lower_bound_bytes;
   report.no_sharing_bytes = plan.no_sharing_bytes;
   report.by_role = public_roles(plan.by_role);
-  report.num_nodes = graph.num_nodes();
+  report.num_nodes = g.num_nodes();
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
-  const std::vector<size_t> live = live_bytes_per_step(graph, plan);
-  for (size_t n = 0; n < graph.num_nodes(); ++n) {
-    const Node& node = graph.nodes()[n];
+  const std::vector<size_t> live = live_bytes_per_step(g, plan);
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.nodes()[n];
     report.timeline.push_back(
-        TimelinePoint{static_cast<int32_t>(n), node.name, node_phase(graph, node), live[n]});
+        TimelinePoint{static_cast<int32_t>(n), node.name, node_phase(g, node), live[n]});
   }
   return report;
 }
@@ -185,8 +227,8 @@ Result<size_t> parse_bytes(std::string_view text) {
   constexpr Unit kUnits[] = {{"", 1},
                              {"B", 1},
                              {"KB", 1000},
-                             {"MB", 1000'000},
-                             {"GB", 1000'000'000},
+                             {"MB", 1'000'000},
+                             {"GB", 1'000'000'000},
                              {"KiB", size_t{1} << 10},
                              {"MiB", size_t{1} << 20},
                              {"GiB", size_t{1} << 30}};

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# `memfit plan` through the command line: the table, one JSON object with the
+# plan's numbers, a budget under the arena (exit 1), a bad budget (usage,
+# exit 2) and the SVG timeline.
+set -uo pipefail
+memfit="$1"
+fail() { echo "FAIL: $*"; exit 1; }
+# A number field of the JSON in $json (one field per line at the top level).
+number() { sed -n "s/^  \"$1\": \([0-9]*\),\$/\1/p" <<<"$json"; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+out=$("$memfit" plan --model lenet --batch 64) || fail "plan exited $?"
+for word in "no sharing" "planned arena" "lower bound" "fragmentation" "parameters" \
+            "gradients" "optimizer_state" "activations" "workspace" "nodes" "heap algorithm"; do
+  grep -q "$word" <<<"$out" || fail "the table has no '$word': $out"
+done
+
+json=$("$memfit" plan --model lenet --batch 64 --json) || fail "plan --json exited $?"
+[ "$(head -n 1 <<<"$json")" = "{" ] && [ "$(tail -n 1 <<<"$json")" = "}" ] ||
+  fail "not one object: $json"
+[ "$(grep -c '^{' <<<"$json")" -eq 1 ] || fail "more than one object: $json"
+for key in arena_bytes lower_bound_bytes no_sharing_bytes by_role parameters gradients \
+           optimizer_state activations workspace num_nodes model batch timeline; do
+  grep -q "\"$key\": " <<<"$json" || fail "no key $key in: $json"
+done
+grep -q '"model": "lenet"' <<<"$json" || fail "model is not lenet"
+grep -q '"batch": 64,' <<<"$json" || fail "batch is not 64"
+arena=$(number arena_bytes)
+[ -n "$arena" ] && [ "$arena" -gt 0 ] || fail "no arena_bytes number"
+
+# A budget of exactly the arena fits; one byte less does not.
+"$memfit" plan --model lenet --batch 64 --budget "$arena" >/dev/null || fail "budget = arena failed"
+out=$("$memfit" plan --model lenet --batch 64 --budget $((arena - 1)) 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "budget under the arena exited $rc, not 1"
+grep -q "smallest arena this plan reaches is $arena" <<<"$out" || fail "no smallest arena: $out"
+out=$("$memfit" plan --model lenet --batch 64 --budget 1KiB 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "--budget 1KiB exited $rc, not 1"
+grep -q "smallest arena" <<<"$out" || fail "--budget 1KiB: no smallest arena: $out"
+
+for args in "--budget 12XB" "--budget -5MiB" "--budget 0" "--budget ''" "--optimizer rmsprop" \
+            "--accumulate 0" "--backend tpu"; do
+  out=$(eval "\"$memfit\" plan --model lenet --batch 64 $args" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'plan $args' exited $rc, not 2"
+  grep -q "Usage" <<<"$out" || fail "'plan $args' printed no usage"
+done
+out=$("$memfit" plan --model lenet --batch 64 --budget 12XB 2>&1)
+grep -q "unknown unit 'XB'" <<<"$out" || fail "--budget 12XB does not name the unit: $out"
+out=$("$memfit" plan --batch 64 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "plan without --model exited $rc, not 2"
+
+# No sharing: the arena is the sum of every buffer.
+json=$("$memfit" plan --model mlp --batch 32 --optimizer adamw --accumulate 2 --no-sharing --json)
+[ "$(number arena_bytes)" = "$(number no_sharing_bytes)" ] || fail "--no-sharing: $json"
+
+"$memfit" plan --model lenet --batch 64 --timeline "$dir/lenet.svg" >/dev/null || fail "--timeline"
+head -c 5 "$dir/lenet.svg" | grep -q "<svg " || fail "the timeline does not start with <svg"
+tail -n 1 "$dir/lenet.svg" | grep -q "^</svg>$" || fail "the timeline does not end with </svg>"
+for word in "<polyline" forward backward update "planned arena" "lower bound"; do
+  grep -q "$word" "$dir/lenet.svg" || fail "the timeline has no $word"
+done
+out=$("$memfit" plan --model lenet --batch 64 --timeline /nonexistent/dir/t.svg 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "an unwritable timeline exited $rc, not 1"
+echo "ok"
