@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -63,8 +64,9 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
     plan_options.budget = options.budget;
     return plan_memory(exe->graph_, exe->sizes_, plan_options).status();
   }
-#ifndef NDEBUG
+#ifdef MEMFIT_VERIFY_PLANS
   const Status verified = verify_plan(exe->graph_, exe->sizes_, exe->plan_, options.budget);
+  if (!verified.is_ok()) std::fprintf(stderr, "memfit: invalid memory plan: %s\n", verified.message().c_str());
   MEMFIT_CHECK(verified.is_ok());
 #endif
   const MemoryPlan& plan = exe->plan_;

@@ -50,9 +50,10 @@ class Executable {
   // node, else with the reference backend), plans the memory with the bytes
   // of the backend's layouts and the kernels' workspaces, in the graph's order
   // and in a memory-aware order (src/passes/schedule.cpp), keeps the order
-  // whose arena is smaller, and allocates the arena. Debug builds check the
-  // plan with the independent verifier. An arena over a non-zero budget is an
-  // error that states the smallest arena reached.
+  // whose arena is smaller, and allocates the arena. Debug builds, and builds
+  // with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
+  // An arena over a non-zero budget is an error that states the smallest
+  // arena reached.
   static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
 
