@@ -30,7 +30,7 @@ void Executable::poison(const Slice& slice) const {
   std::fill_n(reinterpret_cast<float*>(at(slice)), slice.bytes / sizeof(float), nan);
 }
 
-Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backend& backend,
+Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backend& backend,
                                                         const ExecOptions& options) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   exe->graph_ = std::move(graph);
@@ -69,6 +69,12 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
   if (!verified.is_ok()) std::fprintf(stderr, "memfit: invalid memory plan: %s\n", verified.message().c_str());
   MEMFIT_CHECK(verified.is_ok());
 #endif
+  return exe;
+}
+
+Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backend& backend,
+                                                        const ExecOptions& options) {
+  MEMFIT_ASSIGN_OR_RETURN(auto exe, prepare(std::move(graph), backend, options));
   const MemoryPlan& plan = exe->plan_;
   const Graph& scheduled = exe->graph_;
 

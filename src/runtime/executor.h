@@ -56,6 +56,10 @@ class Executable {
   // arena reached.
   static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
+  // Everything compile() does but allocating the arena: kernels, schedule and
+  // plan, for reporting a plan without the memory it needs. run() needs compile().
+  static Result<std::unique_ptr<Executable>> prepare(Graph graph, const Backend& backend,
+                                                     const ExecOptions& options = {});
 
   // Runs one step. Persistent inputs come from `state` (an error names any
   // missing or mis-sized one); at the end, every update's new value replaces

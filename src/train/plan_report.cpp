@@ -7,7 +7,6 @@
 
 #include "memfit/plan.h"
 #include "memory/planner.h"
-#include "passes/schedule.h"
 #include "train/training_program.h"
 
 namespace memfit {
@@ -31,26 +30,6 @@ Phase node_phase(const Graph& graph, const Node& node) {
     gradient = gradient || role == Role::gradient;
   }
   return gradient ? Phase::backward : Phase::forward;
-}
-
-// The bytes the executor allocates: each value in the backend's layout, and
-// each node's workspace as its kernel asks, compiled by the backend where it
-// supports the node and by the reference backend elsewhere, as
-// Executable::compile does.
-Result<PlanSizes> backend_sizes(const Graph& graph, const Backend& backend) {
-  const auto reference = make_reference_backend();
-  PlanSizes sizes;
-  for (size_t v = 0; v < graph.num_values(); ++v) {
-    sizes.value_bytes.push_back(backend.layout(graph, ValueId(static_cast<int32_t>(v))).bytes);
-  }
-  for (size_t n = 0; n < graph.num_nodes(); ++n) {
-    const NodeId id(static_cast<int32_t>(n));
-    const Backend& chosen = backend.supports(graph, graph.node(id)) ? backend : *reference;
-    auto kernel = chosen.make_kernel(graph, id);
-    if (!kernel) return Status::error("node '" + graph.node(id).name + "': " + kernel.message());
-    sizes.workspace_bytes.push_back(kernel.value()->workspace_bytes());
-  }
-  return sizes;
 }
 
 // The slice bytes live at each step, as the planner counts them: a workspace
@@ -97,46 +76,6 @@ std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& pl
 }
 
 // A step graph in the order it runs, its sizes and its plan.
-struct ScheduledPlan {
-  Graph graph;
-  PlanSizes sizes;
-  MemoryPlan plan;
-};
-
-// The schedule and plan training runs, chosen as Executable::compile chooses
-// them: the graph's own order, or the memory-aware order where sharing is on
-// and its arena is smaller; the budget is checked against the winner. The
-// test PlanTrainingStep.IsWhatTrainingAllocates keeps the two in step.
-Result<ScheduledPlan> schedule_and_plan(Graph graph, PlanSizes sizes, const PlanRequest& request) {
-  PlanOptions options;
-  options.share = request.share;
-  MEMFIT_ASSIGN_OR_RETURN(MemoryPlan plan, plan_memory(graph, sizes, options));
-  ScheduledPlan best{std::move(graph), std::move(sizes), std::move(plan)};
-  if (request.share) {
-    const std::vector<NodeId> order = memory_aware_order(best.graph, best.sizes.value_bytes);
-    std::vector<ValueId> value_map;
-    Graph reordered = reorder_nodes(best.graph, order, &value_map);
-    PlanSizes sizes_reordered;
-    sizes_reordered.value_bytes.resize(best.sizes.value_bytes.size());
-    for (size_t v = 0; v < value_map.size(); ++v) {
-      sizes_reordered.value_bytes[value_map[v].idx()] = best.sizes.value_bytes[v];
-    }
-    for (NodeId id : order) {
-      sizes_reordered.workspace_bytes.push_back(best.sizes.workspace_bytes[id.idx()]);
-    }
-    auto plan_reordered = plan_memory(reordered, sizes_reordered, options);
-    if (plan_reordered && plan_reordered->arena_bytes < best.plan.arena_bytes) {
-      best = {std::move(reordered), std::move(sizes_reordered), std::move(plan_reordered).value()};
-    }
-  }
-  if (request.budget > 0 && best.plan.arena_bytes > request.budget) {
-    // The planner states the error, with the smallest arena it reaches.
-    options.budget = request.budget;
-    return plan_memory(best.graph, best.sizes, options).status();
-  }
-  return best;
-}
-
 BytesByRole public_roles(const RoleBytes& roles) {
   return BytesByRole{roles.parameters, roles.gradients, roles.optimizer_state, roles.activations,
                      roles.workspace};
@@ -169,11 +108,12 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   MEMFIT_ASSIGN_OR_RETURN(Graph graph,
                           build_step_graph(request.model, request.batch, request.accumulate,
                                            request.optimizer, mode, nullptr));
-  MEMFIT_ASSIGN_OR_RETURN(PlanSizes sizes, backend_sizes(graph, *backend));
-  MEMFIT_ASSIGN_OR_RETURN(ScheduledPlan scheduled,
-                          schedule_and_plan(std::move(graph), std::move(sizes), request));
-  const Graph& g = scheduled.graph;
-  const MemoryPlan& plan = scheduled.plan;
+  // The executor's own sizes, schedule and plan, without allocating the arena.
+  MEMFIT_ASSIGN_OR_RETURN(auto prepared,
+                          Executable::prepare(std::move(graph), *backend,
+                                              ExecOptions{request.share, false, request.budget}));
+  const Graph& g = prepared->graph();
+  const MemoryPlan& plan = prepared->plan();
 
   PlanReport report;
   report.arena_bytes = plan.arena_bytes;
