@@ -262,6 +262,27 @@ TEST(PlanTrainingStep, IsWhatTrainingAllocates) {
   }
 }
 
+// Every model of the zoo, at several batches and both optimizers: the planned
+// arena is within 10% of the lower bound, and sharing beats no sharing.
+TEST(PlanTrainingStep, ZooArenasAreNearTheLowerBound) {
+  for (const std::string& model : model_names()) {
+    for (int64_t batch : {1, 64, 256}) {
+      for (auto kind : {OptimizerConfig::Kind::sgd, OptimizerConfig::Kind::adamw}) {
+        PlanRequest request = lenet_request();
+        request.model = model;
+        request.batch = batch;
+        request.optimizer.kind = kind;
+        auto report = plan_training_step(request);
+        ASSERT_TRUE(report.is_ok()) << report.message();
+        EXPECT_LE(static_cast<double>(report->arena_bytes),
+                  1.10 * static_cast<double>(report->lower_bound_bytes))
+            << model << " batch " << batch;
+        EXPECT_LT(report->arena_bytes, report->no_sharing_bytes) << model << " batch " << batch;
+      }
+    }
+  }
+}
+
 TEST(PlanTrainingStep, PhasesFollowTheGraphsParts) {
   const Model model = build_model("lenet", 64, true).value();
   std::set<std::string> forward;
