@@ -1,7 +1,9 @@
 // Dead-node removal: a node is live when one of its outputs is a graph output,
 // the next value of an update, or read by a live node. One backward sweep
-// marks liveness; the graph is then rebuilt with dense ids in the same order.
+// marks liveness; the graph is then rebuilt with dense ids in the same order
+// (graph inputs are kept, even when nothing reads them).
 #include "autodiff/autodiff.h"
+#include "ir/rebuild.h"
 
 namespace memfit {
 
@@ -17,31 +19,11 @@ Graph remove_dead_nodes(const Graph& graph) {
     for (ValueId in : node.inputs) live_value[in.idx()] = true;
   }
 
-  Graph pruned;
-  std::vector<ValueId> remap(graph.num_values());
-  auto copy_value = [&](ValueId old_id, NodeId producer) {
-    Value value = graph.value(old_id);
-    value.producer = producer;
-    remap[old_id.idx()] = pruned.add_value_raw(std::move(value));
-  };
-  // Graph inputs keep their order; states and inputs stay even when unread.
-  for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (!graph.values()[v].producer.valid()) copy_value(ValueId(static_cast<int32_t>(v)), NodeId());
-  }
+  std::vector<NodeId> live;
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
-    if (!live_node[n]) continue;
-    Node node = graph.nodes()[n];
-    const NodeId id(static_cast<int32_t>(pruned.num_nodes()));
-    for (ValueId& in : node.inputs) in = remap[in.idx()];
-    for (ValueId& out : node.outputs) {
-      copy_value(out, id);
-      out = remap[out.idx()];
-    }
-    pruned.add_node_raw(std::move(node));
+    if (live_node[n]) live.push_back(NodeId(static_cast<int32_t>(n)));
   }
-  for (ValueId v : graph.outputs()) pruned.mark_output(remap[v.idx()]);
-  for (const StateUpdate& u : graph.updates()) pruned.add_update(remap[u.state.idx()], remap[u.next.idx()]);
-  return pruned;
+  return rebuild_graph(graph, live);
 }
 
 }  // namespace memfit

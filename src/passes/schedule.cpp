@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "ir/rebuild.h"
 
 namespace memfit {
 
@@ -98,30 +99,7 @@ std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<siz
 Graph reorder_nodes(const Graph& graph, const std::vector<NodeId>& order,
                     std::vector<ValueId>* value_map) {
   MEMFIT_CHECK(order.size() == graph.num_nodes());
-  Graph out;
-  std::vector<ValueId> remap(graph.num_values());
-  auto copy_value = [&](ValueId old_id, NodeId producer) {
-    Value value = graph.value(old_id);
-    value.producer = producer;
-    remap[old_id.idx()] = out.add_value_raw(std::move(value));
-  };
-  for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (!graph.values()[v].producer.valid()) copy_value(ValueId(static_cast<int32_t>(v)), NodeId());
-  }
-  for (NodeId id : order) {
-    Node node = graph.node(id);
-    const NodeId new_id(static_cast<int32_t>(out.num_nodes()));
-    for (ValueId& in : node.inputs) in = remap[in.idx()];
-    for (ValueId& o : node.outputs) {
-      copy_value(o, new_id);
-      o = remap[o.idx()];
-    }
-    out.add_node_raw(std::move(node));
-  }
-  for (ValueId v : graph.outputs()) out.mark_output(remap[v.idx()]);
-  for (const StateUpdate& u : graph.updates()) out.add_update(remap[u.state.idx()], remap[u.next.idx()]);
-  if (value_map) *value_map = std::move(remap);
-  return out;
+  return rebuild_graph(graph, order, value_map);
 }
 
 }  // namespace memfit
