@@ -158,8 +158,8 @@ bool tags_balanced(const std::string& svg) {
 
 PlanRequest lenet_request() {
   PlanRequest request;
-  request.model = "lenet";
-  request.batch = 64;
+  request.model.name = "lenet";
+  request.model.batch = 64;
   return request;
 }
 
@@ -252,7 +252,7 @@ TEST(PlanTrainingStep, IsWhatTrainingAllocates) {
       expect_consistent(*report);
       const auto backend = make_backend("cpu", 0);
       auto program =
-          TrainingProgram::create("lenet", 64, accumulate, request.optimizer, 8, *backend);
+          TrainingProgram::create({.name = "lenet", .batch = 64}, accumulate, request.optimizer, 8, *backend);
       ASSERT_TRUE(program.is_ok()) << program.message();
       const MemoryPlan& plan = (*program)->step_executable().plan();
       EXPECT_EQ(report->arena_bytes, plan.arena_bytes);
@@ -269,8 +269,8 @@ TEST(PlanTrainingStep, ZooArenasAreNearTheLowerBound) {
     for (int64_t batch : {1, 64, 256}) {
       for (auto kind : {OptimizerConfig::Kind::sgd, OptimizerConfig::Kind::adamw}) {
         PlanRequest request = lenet_request();
-        request.model = model;
-        request.batch = batch;
+        request.model.name = model;
+        request.model.batch = batch;
         request.optimizer.kind = kind;
         auto report = plan_training_step(request);
         ASSERT_TRUE(report.is_ok()) << report.message();
@@ -284,7 +284,7 @@ TEST(PlanTrainingStep, ZooArenasAreNearTheLowerBound) {
 }
 
 TEST(PlanTrainingStep, PhasesFollowTheGraphsParts) {
-  const Model model = build_model("lenet", 64, true).value();
+  const Model model = build_model({.name = "lenet", .batch = 64}, true).value();
   std::set<std::string> forward;
   for (const Node& node : model.graph.nodes()) forward.insert(node.name);
   for (int64_t accumulate : {1, 2}) {
@@ -329,10 +329,10 @@ TEST(PlanTrainingStep, ABudgetBelowTheArenaIsAnError) {
 
 TEST(PlanTrainingStep, RejectsBadRequests) {
   PlanRequest request = lenet_request();
-  request.model = "nonexistent";
+  request.model.name = "nonexistent";
   EXPECT_FALSE(plan_training_step(request).is_ok());
   request = lenet_request();
-  request.batch = 0;
+  request.model.batch = 0;
   EXPECT_FALSE(plan_training_step(request).is_ok());
   request = lenet_request();
   request.accumulate = 0;
@@ -386,11 +386,11 @@ TEST(PlanReportJson, IsOneObjectWithTheReportsNumbers) {
 
 TEST(PlanReportJson, EscapesNames) {
   PlanRequest request = lenet_request();
-  request.model = "odd \"model\"\\";
+  request.model.name = "odd \"model\"\\";
   PlanReport report;
   report.timeline.push_back({0, "tab\there\nnewline", Phase::backward, 64});
   const Json json = parse_json(plan_report_json(request, report));
-  EXPECT_EQ(json.fields.at("model").text, request.model);
+  EXPECT_EQ(json.fields.at("model").text, request.model.name);
   EXPECT_EQ(json.fields.at("timeline").items.at(0).fields.at("node").text, "tab\there\nnewline");
 }
 

@@ -20,7 +20,7 @@ namespace {
 StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& optimizer,
                     const std::vector<float>& images, const std::vector<int32_t>& labels) {
   const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create("lenet", batch, accumulate, optimizer, 8, *backend).value();
+  auto program = TrainingProgram::create({.name = "lenet", .batch = batch}, accumulate, optimizer, 8, *backend).value();
   StateStore state;
   program->init_state(state, 17);
   StepCounters counters;
@@ -78,8 +78,8 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
 
 TrainOptions small_run(const std::string& model) {
   TrainOptions o;
-  o.model = model;
-  o.batch = 50;
+  o.model.name = model;
+  o.model.batch = 50;
   o.limit = 1000;  // 20 micro-batches an epoch, 1000 test images
   o.accumulate = 2;
   o.optimizer.kind = OptimizerConfig::Kind::adamw;
@@ -158,7 +158,7 @@ TEST(Train, RejectsBadOptions) {
   o.accumulate = 0;
   EXPECT_FALSE(train(o, quiet).is_ok());
   o = small_run("lenet");
-  o.model = "nonexistent";
+  o.model.name = "nonexistent";
   auto unknown = train(o, quiet);
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.message().find("unknown model"), std::string::npos);

@@ -46,7 +46,9 @@ class ModelBuilder {
   ValueId linear(const std::string& name, ValueId x, int64_t out_features, bool bias = true);
   ValueId batch_norm(const std::string& name, ValueId x);
   ValueId relu(ValueId x);
-  ValueId max_pool2d(ValueId x, int64_t kernel, int64_t stride);
+  ValueId max_pool2d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
+  ValueId add(ValueId a, ValueId b);
+  ValueId global_avg_pool(ValueId x);  // (N, C, H, W) -> (N, C, 1, 1)
   ValueId flatten(ValueId x);  // (N, ...) -> (N, rest)
   ValueId dropout(ValueId x, float p);
   // The mean cross-entropy of logits against the labels: sets logits and loss.
@@ -66,9 +68,29 @@ class ModelBuilder {
   uint64_t next_dropout_key_ = 1;
 };
 
-// The models this build knows, for `memfit train --model`.
+// Which model to build and at what size. A 0 leaves the size at the model's
+// default; a size a model does not have (depth of a fixed-depth model) is
+// refused when it is not 0.
+struct ModelOptions {
+  std::string name;
+  int64_t batch = 64;
+  int64_t image_size = 0;  // side of the square input image
+  int64_t classes = 0;     // outputs of the classifier
+  int64_t depth = 0;       // layers: resnet-cifar only (9n+2)
+  int64_t width = 0;       // resnet-cifar: multiplies every stage's channel counts
+};
+
+// A model of the zoo at its default size.
+struct ModelInfo {
+  std::string name;
+  std::string description;  // the architecture and where it comes from
+  Shape input;              // one example, e.g. (3, 224, 224)
+  int64_t classes = 0;
+};
+
+// The models this build knows, for `memfit train --model` and `memfit models`.
+std::vector<ModelInfo> model_infos();
 std::vector<std::string> model_names();
-// Builds model `name` for batch size `batch`.
-Result<Model> build_model(const std::string& name, int64_t batch, bool training);
+Result<Model> build_model(const ModelOptions& options, bool training);
 
 }  // namespace memfit

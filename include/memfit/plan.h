@@ -11,14 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "memfit/builder.h"
 #include "memfit/status.h"
 #include "memfit/train.h"
 
 namespace memfit {
 
 struct PlanRequest {
-  std::string model;
-  int64_t batch = 0;       // examples per micro-batch
+  ModelOptions model;      // its batch: examples per micro-batch
   int64_t accumulate = 1;  // micro-batches per optimizer step
   OptimizerConfig optimizer;
   std::string backend = "cpu";  // cpu or reference: whose layouts and workspaces are planned

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "memfit/builder.h"
 #include "memfit/status.h"
 
 namespace memfit {
@@ -23,11 +24,10 @@ struct OptimizerConfig {
 enum class Schedule { constant, cosine };
 
 struct TrainOptions {
-  std::string model = "lenet";
+  ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t epochs = 2;
   int64_t stop_after = 0;   // stop after this epoch, as if interrupted (the schedule
                             // still spans `epochs`); 0: run to the end
-  int64_t batch = 64;       // examples per micro-batch
   int64_t accumulate = 1;   // micro-batches per optimizer step
   OptimizerConfig optimizer;
   Schedule schedule = Schedule::cosine;

@@ -81,9 +81,17 @@ ValueId ModelBuilder::batch_norm(const std::string& name, ValueId x) {
 
 ValueId ModelBuilder::relu(ValueId x) { return op(OpKind::relu, {x}, NoAttrs{}, "relu"); }
 
-ValueId ModelBuilder::max_pool2d(ValueId x, int64_t kernel, int64_t stride) {
-  return op(OpKind::max_pool2d, {x}, Pool2dAttrs{{kernel, kernel}, {stride, stride}, {0, 0}, false},
-            "max_pool");
+ValueId ModelBuilder::max_pool2d(ValueId x, int64_t kernel, int64_t stride, int64_t pad) {
+  return op(OpKind::max_pool2d, {x},
+            Pool2dAttrs{{kernel, kernel}, {stride, stride}, {pad, pad}, false}, "max_pool");
+}
+
+ValueId ModelBuilder::add(ValueId a, ValueId b) {
+  return op(OpKind::add, {a, b}, NoAttrs{}, "add");
+}
+
+ValueId ModelBuilder::global_avg_pool(ValueId x) {
+  return op(OpKind::global_avg_pool, {x}, NoAttrs{}, "global_avg_pool");
 }
 
 ValueId ModelBuilder::flatten(ValueId x) {

@@ -96,7 +96,7 @@ std::string_view phase_name(Phase phase) {
 }
 
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
-  if (request.batch < 1) return Status::error("the batch must be at least 1");
+  if (request.model.batch < 1) return Status::error("the batch must be at least 1");
   if (request.accumulate < 1) return Status::error("--accumulate must be at least 1");
   const auto backend = make_backend(request.backend, 0);
   if (!backend) {
@@ -106,7 +106,7 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   const UpdateMode mode =
       request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
   MEMFIT_ASSIGN_OR_RETURN(Graph graph,
-                          build_step_graph(request.model, request.batch, request.accumulate,
+                          build_step_graph(request.model, request.accumulate,
                                            request.optimizer, mode, nullptr));
   // The executor's own sizes, schedule and plan, without allocating the arena.
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,

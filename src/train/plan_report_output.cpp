@@ -319,7 +319,7 @@ std::string human_bytes(size_t bytes) {
 std::string plan_report_text(const PlanRequest& request, const PlanReport& report) {
   std::string out =
       format("memfit plan: %s, batch %lld, accumulate %lld, %s, %s backend, sharing %s\n",
-             request.model.c_str(), static_cast<long long>(request.batch),
+             request.model.name.c_str(), static_cast<long long>(request.model.batch),
              static_cast<long long>(request.accumulate),
              std::string(optimizer_name(request.optimizer)).c_str(), request.backend.c_str(),
              request.share ? "on" : "off");
@@ -351,9 +351,9 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
 
 std::string plan_report_json(const PlanRequest& request, const PlanReport& report) {
   std::string out = "{\n";
-  out += "  \"model\": " + json_string(request.model) + ",\n";
+  out += "  \"model\": " + json_string(request.model.name) + ",\n";
   out += format("  \"batch\": %lld,\n  \"accumulate\": %lld,\n",
-                static_cast<long long>(request.batch), static_cast<long long>(request.accumulate));
+                static_cast<long long>(request.model.batch), static_cast<long long>(request.accumulate));
   out += "  \"optimizer\": " + json_string(optimizer_name(request.optimizer)) + ",\n";
   out += "  \"backend\": " + json_string(request.backend) + ",\n";
   out += format("  \"sharing\": %s,\n  \"budget_bytes\": %zu,\n", request.share ? "true" : "false",

@@ -62,7 +62,7 @@ Result<double> evaluate(TrainingProgram& program, StateStore& state, const Image
 
 Status check_options(const TrainOptions& o) {
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
-  if (o.batch < 1) return Status::error("--batch must be at least 1");
+  if (o.model.batch < 1) return Status::error("--batch must be at least 1");
   if (o.accumulate < 1) return Status::error("--accumulate must be at least 1");
   if (!(o.optimizer.lr > 0.0f)) return Status::error("--lr must be positive");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
@@ -71,11 +71,30 @@ Status check_options(const TrainOptions& o) {
   return Status::ok();
 }
 
+// Training reads Fashion-MNIST only: the model must take (1, 28, 28) images
+// and have 10 classes. The model's forward graph at batch 1 says.
+Status check_fits_fashion_mnist(const ModelOptions& options) {
+  ModelOptions one = options;
+  one.batch = 1;
+  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(one, false));
+  const Shape& input = model.graph.value(model.images).type.shape;
+  const int64_t classes = model.graph.value(model.logits).type.shape.at(1);
+  if (input == Shape{1, 1, 28, 28} && classes == 10) return Status::ok();
+  std::string shape;
+  for (size_t i = 1; i < input.size(); ++i) shape += (i > 1 ? "x" : "") + std::to_string(input[i]);
+  return Status::error("model " + options.name + " takes " + shape + " images and " +
+                       std::to_string(classes) +
+                       " classes, but training reads only Fashion-MNIST (1x28x28, 10 classes); "
+                       "synthetic data for other inputs arrives with a later change (memfit plan "
+                       "plans any model)");
+}
+
 }  // namespace
 
 Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log) {
   MEMFIT_RETURN_IF_ERROR(check_options(options));
+  MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.model));
   const auto backend = make_backend(options.backend, options.threads);
   if (!backend) return Status::error("unknown backend '" + options.backend + "' (cpu or reference)");
   const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
@@ -87,16 +106,16 @@ Result<TrainReport> train(const TrainOptions& options,
   if (test_set.count % eval_batch != 0) {
     return Status::error("--limit must leave a test set that is a multiple of 1000 or at most 1000");
   }
-  if (options.batch * options.accumulate > train_set.count) {
+  if (options.model.batch * options.accumulate > train_set.count) {
     return Status::error("--batch times --accumulate exceeds the " + std::to_string(train_set.count) +
                          " training examples");
   }
 
   MEMFIT_ASSIGN_OR_RETURN(auto program,
-                          TrainingProgram::create(options.model, options.batch, options.accumulate,
+                          TrainingProgram::create(options.model, options.accumulate,
                                                   options.optimizer, eval_batch, *backend,
                                                   ExecOptions{options.plan, options.poison, 0}));
-  log(format("model %s: %zu nodes per step; kernels: %s", options.model.c_str(),
+  log(format("model %s: %zu nodes per step; kernels: %s", options.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
   const MemoryPlan& plan = program->step_executable().plan();
   log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu)%s",
@@ -108,7 +127,7 @@ Result<TrainReport> train(const TrainOptions& options,
   int64_t first_epoch = 0;
   if (!options.resume_path.empty()) {
     MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
-    MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.model, program->state_shapes()));
+    MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.model.name, program->state_shapes()));
     for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
     counters = StepCounters{ck.micro_step, ck.optimizer_step};
     first_epoch = ck.epoch;
@@ -116,12 +135,12 @@ Result<TrainReport> train(const TrainOptions& options,
                static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
   }
 
-  MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler, BatchSampler::create(train_set.count, options.batch, options.seed));
+  MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler, BatchSampler::create(train_set.count, options.model.batch, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
   const int64_t micro_batches = sampler.batches_per_epoch() / options.accumulate * options.accumulate;
   const int64_t total_steps = options.epochs * micro_batches / options.accumulate;
-  std::vector<float> images(static_cast<size_t>(options.batch * train_set.image_elements()));
-  std::vector<int32_t> labels(static_cast<size_t>(options.batch));
+  std::vector<float> images(static_cast<size_t>(options.model.batch * train_set.image_elements()));
+  std::vector<int32_t> labels(static_cast<size_t>(options.model.batch));
   TrainReport report;
   double train_seconds = 0;
   int64_t examples = 0;
@@ -146,21 +165,21 @@ Result<TrainReport> train(const TrainOptions& options,
         const double seconds = std::chrono::duration<double>(now - window_start).count();
         log(format("epoch %lld step %lld loss %.4f %.0f examples/s", static_cast<long long>(epoch + 1),
                    static_cast<long long>(counters.optimizer_step), window_loss / window_batches,
-                   static_cast<double>(window_batches * options.batch) / seconds));
+                   static_cast<double>(window_batches * options.model.batch) / seconds));
         window_start = now;
         window_loss = 0;
         window_batches = 0;
       }
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    examples += micro_batches * options.batch;
+    examples += micro_batches * options.model.batch;
     MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, state, test_set));
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test images)", static_cast<long long>(epoch + 1),
                100.0 * accuracy, static_cast<long long>(test_set.count)));
     if (!options.save_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint(
-          options.save_path, make_checkpoint(options.model, epoch + 1, counters, *program, state)));
+          options.save_path, make_checkpoint(options.model.name, epoch + 1, counters, *program, state)));
       log("saved " + options.save_path);
     }
   }

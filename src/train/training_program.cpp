@@ -8,9 +8,9 @@
 
 namespace memfit {
 
-Result<Graph> build_step_graph(const std::string& name, int64_t batch, int64_t accumulate,
+Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out) {
-  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(name, batch, true));
+  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(options, true));
   Graph& g = model.graph;
   MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,
                                                        1.0f / static_cast<float>(accumulate)));
@@ -38,27 +38,29 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 }
 
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
-    const std::string& model, int64_t batch, int64_t accumulate, const OptimizerConfig& optimizer,
+    const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
     int64_t eval_batch, const Backend& backend, const ExecOptions& exec) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
-  program->batch_ = batch;
+  program->batch_ = model.batch;
   program->accumulate_ = accumulate;
   program->eval_batch_ = eval_batch;
   Model built;
   const UpdateMode apply_mode = accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  MEMFIT_ASSIGN_OR_RETURN(Graph apply, build_step_graph(model, batch, accumulate, optimizer, apply_mode, &built));
+  MEMFIT_ASSIGN_OR_RETURN(Graph apply, build_step_graph(model, accumulate, optimizer, apply_mode, &built));
   program->init_ = built.init;
   for (const Value& v : apply.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
   }
   MEMFIT_ASSIGN_OR_RETURN(program->apply_, Executable::compile(std::move(apply), backend, exec));
   if (accumulate > 1) {
-    MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, batch, accumulate, optimizer,
+    MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_, Executable::compile(std::move(acc), backend, exec));
   }
-  MEMFIT_ASSIGN_OR_RETURN(Model eval, build_model(model, eval_batch, false));
+  ModelOptions eval_options = model;
+  eval_options.batch = eval_batch;
+  MEMFIT_ASSIGN_OR_RETURN(Model eval, build_model(eval_options, false));
   MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(eval.graph), backend, exec));
   return program;
 }

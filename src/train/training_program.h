@@ -14,11 +14,11 @@
 
 namespace memfit {
 
-// One training step graph, as training runs it: model `name` at `batch`, its
+// One training step graph, as training runs it: the model `model` says, its
 // backward pass (of the loss scaled by 1/accumulate), the optimizer's nodes in
 // `mode`, dead nodes removed, verified. `model_out` (may be null) receives the
 // model, whose init values the step's state starts from.
-Result<Graph> build_step_graph(const std::string& name, int64_t batch, int64_t accumulate,
+Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out);
 
 struct StepCounters {
@@ -31,7 +31,8 @@ class TrainingProgram {
   // With accumulate = K > 1, micro-batches add their gradients (of the loss
   // scaled by 1/K) to persistent accumulators, and every K-th one also
   // updates the parameters and clears the accumulators.
-  static Result<std::unique_ptr<TrainingProgram>> create(const std::string& model, int64_t batch,
+  // The evaluation graph is `model` at batch eval_batch.
+  static Result<std::unique_ptr<TrainingProgram>> create(const ModelOptions& model,
                                                          int64_t accumulate,
                                                          const OptimizerConfig& optimizer,
                                                          int64_t eval_batch, const Backend& backend,
@@ -43,7 +44,8 @@ class TrainingProgram {
   // Every persistent value with its shape, in a fixed order (checkpoints).
   const std::vector<std::pair<std::string, Shape>>& state_shapes() const { return state_shapes_; }
 
-  // Runs one micro-batch (images (B, 1, 28, 28), labels (B)) and returns its loss.
+  // Runs one micro-batch (images (B, C, H, W) as the model's input, labels (B))
+  // and returns its loss.
   Result<float> micro_step(StateStore& state, const float* images, const int32_t* labels,
                            uint64_t seed, float lr_scale, StepCounters& counters);
   // The predicted class of each of eval_batch images.

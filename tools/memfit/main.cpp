@@ -51,7 +51,8 @@ int run_plan(memfit::PlanRequest request, const PlanFlags& flags) {
     return 1;
   }
   if (!flags.timeline_path.empty()) {
-    const std::string title = request.model + ", batch " + std::to_string(request.batch) +
+    const std::string title = request.model.name + ", batch " +
+                              std::to_string(request.model.batch) +
                               ": live memory over one training step";
     std::ofstream file(flags.timeline_path, std::ios::binary | std::ios::trunc);
     file << memfit::timeline_svg(*report, title);
@@ -67,6 +68,44 @@ int run_plan(memfit::PlanRequest request, const PlanFlags& flags) {
   return 0;
 }
 
+// The size flags shared by every command that takes --model.
+void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
+  cmd->add_option("--image-size", model.image_size,
+                  "side of the square input image (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--classes", model.classes, "classes of the classifier (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--depth", model.depth, "layers, resnet-cifar only: 9n+2 (0: 164)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--width", model.width,
+                  "channels of the first stage; later stages scale with it (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// `memfit models`: every model at its default size, with its exact parameter
+// count from its forward graph at batch 1 (built, never run).
+int run_models() {
+  std::printf("%-13s %12s  %-11s %7s  %s\n", "model", "parameters", "input", "classes",
+              "description");
+  for (const memfit::ModelInfo& info : memfit::model_infos()) {
+    auto model = memfit::build_model({.name = info.name, .batch = 1}, false);
+    if (!model) {
+      std::fprintf(stderr, "memfit models: %s\n", model.message().c_str());
+      return 1;
+    }
+    int64_t parameters = 0;
+    for (memfit::ValueId p : model->params) {
+      parameters += memfit::num_elements(model->graph.value(p).type.shape);
+    }
+    std::string input;
+    for (int64_t d : info.input) input += (input.empty() ? "" : "x") + std::to_string(d);
+    std::printf("%-13s %12lld  %-11s %7lld  %s\n", info.name.c_str(),
+                static_cast<long long>(parameters), input.c_str(),
+                static_cast<long long>(info.classes), info.description.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,16 +116,17 @@ int main(int argc, char** argv) {
   std::string optimizer = "sgd";
   float lr = 0;
   auto* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST");
-  cmd->add_option("--model", train.model, "model to train")
+  cmd->add_option("--model", train.model.name, "model to train")
       ->check(CLI::IsMember(memfit::model_names()))
       ->capture_default_str();
+  add_model_options(cmd, train.model);
   cmd->add_option("--epochs", train.epochs, "passes over the training set")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--stop-after", train.stop_after,
                   "stop after this epoch, as if interrupted (to --resume later)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch", train.batch, "examples per micro-batch")
+  cmd->add_option("--batch", train.model.batch, "examples per micro-batch")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--accumulate", train.accumulate, "micro-batches per optimizer step")
@@ -129,10 +169,11 @@ int main(int argc, char** argv) {
   PlanFlags plan_flags;
   auto* plan_cmd = app.add_subcommand(
       "plan", "plan the memory of one training step, without running it");
-  plan_cmd->add_option("--model", plan.model, "model to plan")
+  plan_cmd->add_option("--model", plan.model.name, "model to plan")
       ->check(CLI::IsMember(memfit::model_names()))
       ->required();
-  plan_cmd->add_option("--batch", plan.batch, "examples per micro-batch")
+  add_model_options(plan_cmd, plan.model);
+  plan_cmd->add_option("--batch", plan.model.batch, "examples per micro-batch")
       ->check(CLI::PositiveNumber)
       ->required();
   plan_cmd->add_option("--accumulate", plan.accumulate, "micro-batches per optimizer step")
@@ -161,6 +202,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--timeline", plan_flags.timeline_path,
                        "write the live bytes over the step as an SVG image to this file");
 
+  auto* models_cmd =
+      app.add_subcommand("models", "list every model with its parameter count and input shape");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -184,5 +228,6 @@ int main(int argc, char** argv) {
     return run_train(train);
   }
   if (plan_cmd->parsed()) return run_plan(plan, plan_flags);
+  if (models_cmd->parsed()) return run_models();
   return 0;
 }

@@ -1,0 +1,134 @@
+// The model zoo: parameter counts of the full-size models equal the published
+// ones (torchvision's, and He et al. 2016 for resnet-cifar); bad options are
+// refused with a clear message; tiny configurations of every family train.
+#include <gtest/gtest.h>
+
+#include "memfit/builder.h"
+#include "test_util.h"
+#include "train/training_program.h"
+
+namespace memfit {
+namespace {
+
+// Trainable parameters only: batch-norm running statistics are state, not
+// parameters, as in torchvision's sum(p.numel() for p in model.parameters()).
+int64_t parameter_count(const ModelOptions& options) {
+  auto model = build_model(options, false);
+  EXPECT_TRUE(model.is_ok()) << model.message();
+  if (!model) return -1;
+  int64_t count = 0;
+  for (ValueId p : model->params) count += num_elements(model->graph.value(p).type.shape);
+  return count;
+}
+
+TEST(Models, FullSizeParameterCountsEqualTorchvision) {
+  const std::pair<const char*, int64_t> expected[] = {
+      {"resnet18", 11'689'512},  {"resnet34", 21'797'672},  {"resnet50", 25'557'032},
+      {"resnet101", 44'549'160}, {"resnet152", 60'192'808}, {"vgg16", 138'357'544},
+  };
+  for (const auto& [name, count] : expected) {
+    EXPECT_EQ(parameter_count({.name = name, .batch = 1}), count) << name;
+  }
+}
+
+// The pre-activation bottleneck ResNet for CIFAR counted block by block:
+// conv1 3x3 (3 -> 16); per block of input c, bottleneck width w (16, 32, 64
+// by stage) and output 4w: BN(c), 1x1 c->w, BN(w), 3x3 w->w, BN(w), 1x1 w->4w,
+// and a 1x1 c->4w projection in each stage's first block; final BN(256), fc.
+int64_t resnet_cifar_parameters(int64_t depth, int64_t classes) {
+  const int64_t n = (depth - 2) / 9;
+  int64_t count = 3 * 16 * 9, c = 16;
+  for (int64_t w : {16, 32, 64}) {
+    for (int64_t i = 0; i < n; ++i) {
+      count += 2 * c + c * w + 2 * w + 9 * w * w + 2 * w + 4 * w * w + (i == 0 ? c * 4 * w : 0);
+      c = 4 * w;
+    }
+  }
+  return count + 2 * c + c * classes + classes;
+}
+
+TEST(Models, ResNetCifar164HasThePapersParameterCount) {
+  // 1,703,258: the paper's "1.7M" for ResNet-164 (He et al. 2016, table 2).
+  EXPECT_EQ(resnet_cifar_parameters(164, 10), 1'703'258);
+  EXPECT_EQ(parameter_count({.name = "resnet-cifar", .batch = 1, .depth = 164}), 1'703'258);
+  EXPECT_EQ(parameter_count({.name = "resnet-cifar", .batch = 1}), 1'703'258);  // the default
+  EXPECT_EQ(parameter_count({.name = "resnet-cifar", .batch = 1, .classes = 100, .depth = 20}),
+            resnet_cifar_parameters(20, 100));
+}
+
+TEST(Models, OptionsChangeTheInputAndTheClassifier) {
+  auto model = build_model({.name = "resnet50", .batch = 2, .image_size = 64, .classes = 7}, true);
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  EXPECT_EQ(model->graph.value(model->images).type.shape, (Shape{2, 3, 64, 64}));
+  EXPECT_EQ(model->graph.value(model->logits).type.shape, (Shape{2, 7}));
+  // 2048 * 7 + 7 in place of 2048 * 1000 + 1000.
+  EXPECT_EQ(parameter_count({.name = "resnet50", .batch = 1, .classes = 7}),
+            25'557'032 - 2049 * 1000 + 2049 * 7);
+}
+
+TEST(Models, BadOptionsAreRefused) {
+  for (int64_t depth : {10, 12, 165, 2}) {
+    auto model = build_model({.name = "resnet-cifar", .depth = depth}, false);
+    ASSERT_FALSE(model.is_ok()) << depth;
+    EXPECT_NE(model.message().find("9n+2"), std::string::npos) << model.message();
+  }
+  auto model = build_model({.name = "resnet18", .depth = 20}, false);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.message().find("no depth option"), std::string::npos) << model.message();
+  model = build_model({.name = "vgg16", .image_size = 100}, false);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.message().find("multiple of 32"), std::string::npos) << model.message();
+  model = build_model({.name = "resnet18", .classes = -1}, false);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.message().find("must be positive"), std::string::npos) << model.message();
+}
+
+TEST(Models, UnknownModelListsTheKnownNames) {
+  auto model = build_model({.name = "resnet19"}, false);
+  ASSERT_FALSE(model.is_ok());
+  for (const std::string& name : model_names()) {
+    EXPECT_NE(model.message().find(name), std::string::npos) << model.message();
+  }
+  EXPECT_EQ(model_names().size(), model_infos().size());
+}
+
+// SGD steps on one fixed random batch: the loss must fall well below its start.
+void expect_loss_falls(const ModelOptions& options, float lr) {
+  const auto backend = make_cpu_backend(2);
+  OptimizerConfig sgd;
+  sgd.lr = lr;
+  auto program = TrainingProgram::create(options, 1, sgd, options.batch, *backend);
+  ASSERT_TRUE(program.is_ok()) << program.message();
+  const Graph& step = (*program)->step_graph();
+  const auto images = testing::random_normal(
+      static_cast<size_t>(step.value(step.find_value("images")).elements()), 11);
+  std::vector<int32_t> labels(static_cast<size_t>(options.batch));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>((i * 3) % 10);
+  StateStore state;
+  (*program)->init_state(state, 3);
+  StepCounters counters;
+  std::vector<float> losses;
+  for (int step = 0; step < 20; ++step) {
+    auto loss = (*program)->micro_step(state, images.data(), labels.data(), 3, 1.0f, counters);
+    ASSERT_TRUE(loss.is_ok()) << loss.message();
+    losses.push_back(*loss);
+  }
+  EXPECT_LT(losses.back(), 0.5f * losses.front())
+      << options.name << ": first " << losses.front() << ", last " << losses.back();
+}
+
+// Width 16 (a quarter of the channels) keeps the step cheap on two cores.
+TEST(Models, TinyResNet18Trains) {
+  expect_loss_falls({.name = "resnet18", .batch = 4, .image_size = 32, .classes = 10, .width = 16},
+                    0.02f);
+}
+
+TEST(Models, TinyResNetCifarTrains) {
+  expect_loss_falls({.name = "resnet-cifar", .batch = 4, .depth = 11}, 0.02f);
+}
+
+// vgg16 is left out: its classifier keeps 4096-wide layers at any size (17M
+// parameters even at width 16), which makes a step too slow for this test.
+
+}  // namespace
+}  // namespace memfit
