@@ -35,6 +35,9 @@ int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t d
 Result<Types> same_as_input(const Types& in, const Attrs&);  // one f32 output like input 0
 Result<Types> same_as_all_inputs(const Types& in, const Attrs&);  // inputs agree; output like them
 
+// An op-table row with its op and arity; the family file fills in the rest.
+OpInfo new_op(OpKind op, int min_inputs, int max_inputs);
+
 // A few examples share these shapes.
 TensorType f32(Shape shape);
 OpExample example(std::vector<TensorType> inputs, Attrs attrs = NoAttrs{});

@@ -110,17 +110,10 @@ std::vector<OpExample> avg_pool_grad_examples() {
   return out;
 }
 
-OpInfo pool_info(OpKind op, int inputs) {
-  OpInfo info;
-  info.op = op;
-  info.min_inputs = info.max_inputs = inputs;
-  return info;
-}
-
 }  // namespace
 
 void register_pool_ops(OpTableBuilder& table) {
-  OpInfo max_pool = pool_info(OpKind::max_pool2d, 1);
+  OpInfo max_pool = ops::new_op(OpKind::max_pool2d, 1, 1);
   max_pool.infer = infer_pool;
   max_pool.grad = grad_max_pool;
   max_pool.examples = [] {
@@ -130,31 +123,31 @@ void register_pool_ops(OpTableBuilder& table) {
   };
   table.add(max_pool);
 
-  OpInfo max_pool_grad = pool_info(OpKind::max_pool2d_grad, 2);
+  OpInfo max_pool_grad = ops::new_op(OpKind::max_pool2d_grad, 2, 2);
   max_pool_grad.infer = infer_max_pool_grad;
   max_pool_grad.examples = max_pool_grad_examples;
   max_pool_grad.emitted_by = {OpKind::max_pool2d};
   table.add(max_pool_grad);
 
-  OpInfo avg_pool = pool_info(OpKind::avg_pool2d, 1);
+  OpInfo avg_pool = ops::new_op(OpKind::avg_pool2d, 1, 1);
   avg_pool.infer = infer_pool;
   avg_pool.grad = grad_avg_pool;
   avg_pool.examples = pool_examples;
   table.add(avg_pool);
 
-  OpInfo avg_pool_grad = pool_info(OpKind::avg_pool2d_grad, 1);
+  OpInfo avg_pool_grad = ops::new_op(OpKind::avg_pool2d_grad, 1, 1);
   avg_pool_grad.infer = infer_avg_pool_grad;
   avg_pool_grad.examples = avg_pool_grad_examples;
   avg_pool_grad.emitted_by = {OpKind::avg_pool2d};
   table.add(avg_pool_grad);
 
-  OpInfo global = pool_info(OpKind::global_avg_pool, 1);
+  OpInfo global = ops::new_op(OpKind::global_avg_pool, 1, 1);
   global.infer = infer_global_pool;
   global.grad = grad_global_pool;
   global.examples = [] { return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4, 5})})}; };
   table.add(global);
 
-  OpInfo global_grad = pool_info(OpKind::global_avg_pool_grad, 1);
+  OpInfo global_grad = ops::new_op(OpKind::global_avg_pool_grad, 1, 1);
   global_grad.infer = infer_global_pool_grad;
   global_grad.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 1, 1})}, ShapeAttrs{{2, 3, 4, 5}})};

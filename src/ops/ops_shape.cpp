@@ -134,18 +134,10 @@ Status grad_slice(GradContext& ctx) {
   return Status::ok();
 }
 
-OpInfo shape_op(OpKind op, int min_inputs, int max_inputs) {
-  OpInfo info;
-  info.op = op;
-  info.min_inputs = min_inputs;
-  info.max_inputs = max_inputs;
-  return info;
-}
-
 }  // namespace
 
 void register_shape_ops(OpTableBuilder& table) {
-  OpInfo reshape = shape_op(OpKind::reshape, 1, 1);
+  OpInfo reshape = ops::new_op(OpKind::reshape, 1, 1);
   reshape.infer = infer_reshape;
   reshape.grad = grad_reshape;
   reshape.inplace = {{0, 0}};
@@ -154,7 +146,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(reshape);
 
-  OpInfo broadcast = shape_op(OpKind::broadcast_to, 1, 1);
+  OpInfo broadcast = ops::new_op(OpKind::broadcast_to, 1, 1);
   broadcast.infer = infer_broadcast_to;
   broadcast.grad = grad_broadcast_to;
   broadcast.examples = [] {
@@ -162,7 +154,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(broadcast);
 
-  OpInfo transpose = shape_op(OpKind::transpose, 1, 1);
+  OpInfo transpose = ops::new_op(OpKind::transpose, 1, 1);
   transpose.infer = infer_transpose;
   transpose.grad = grad_transpose;
   transpose.examples = [] {
@@ -171,7 +163,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(transpose);
 
-  OpInfo concat = shape_op(OpKind::concat, 1, -1);
+  OpInfo concat = ops::new_op(OpKind::concat, 1, -1);
   concat.infer = infer_concat;
   concat.grad = grad_concat;
   concat.examples = [] {
@@ -181,7 +173,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(concat);
 
-  OpInfo slice = shape_op(OpKind::slice, 1, 1);
+  OpInfo slice = ops::new_op(OpKind::slice, 1, 1);
   slice.infer = infer_slice;
   slice.grad = grad_slice;
   slice.examples = [] {
@@ -190,7 +182,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(slice);
 
-  OpInfo slice_grad = shape_op(OpKind::slice_grad, 1, 1);
+  OpInfo slice_grad = ops::new_op(OpKind::slice_grad, 1, 1);
   slice_grad.infer = infer_slice_grad;
   slice_grad.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 3})}, SliceAttrs{1, 1, 4, {2, 5, 3}})};

@@ -18,6 +18,20 @@ void copy_elements(char* dst, const char* src, int64_t count, size_t elem) {
   std::memcpy(dst, src, static_cast<size_t>(count) * elem);
 }
 
+// y[i] = x at the offset that y's coordinates of i reach with x_strides, one
+// element at a time (bytes are copied, so any dtype).
+void gather_strided(const RefCall& call, const std::vector<int64_t>& x_strides) {
+  const Shape& y_shape = call.out[0].shape;
+  const size_t elem = dtype_size(call.out[0].dtype);
+  const int64_t count = num_elements(y_shape);
+  const char* x = in_bytes(call, 0);
+  char* y = out_bytes(call, 0);
+  for (int64_t i = 0; i < count; ++i) {
+    copy_elements(y + static_cast<size_t>(i) * elem,
+                  x + static_cast<size_t>(strided_offset(i, y_shape, x_strides)) * elem, 1, elem);
+  }
+}
+
 }  // namespace
 
 // The elements are already in row-major order; only the shape changes. In place,
@@ -32,14 +46,7 @@ void ref_reshape(const RefCall& call) {
 void ref_broadcast_to(const RefCall& call) {
   const Shape& y_shape = call.out[0].shape;
   const std::vector<int64_t> x_strides = broadcast_strides(call.in[0].shape, y_shape);
-  const size_t elem = dtype_size(call.out[0].dtype);
-  const int64_t count = num_elements(y_shape);
-  const char* x = in_bytes(call, 0);
-  char* y = out_bytes(call, 0);
-  for (int64_t i = 0; i < count; ++i) {
-    copy_elements(y + static_cast<size_t>(i) * elem,
-                  x + static_cast<size_t>(strided_offset(i, y_shape, x_strides)) * elem, 1, elem);
-  }
+  gather_strided(call, x_strides);
 }
 
 // y[c_0, ..., c_r] = x at coordinate c_i along dimension perm[i]: dimension i of
@@ -51,14 +58,7 @@ void ref_transpose(const RefCall& call) {
   const std::vector<int64_t> x_strides = row_major_strides(call.in[0].shape);
   std::vector<int64_t> strides(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) strides[i] = x_strides[static_cast<size_t>(perm[i])];
-  const size_t elem = dtype_size(call.out[0].dtype);
-  const int64_t count = num_elements(y_shape);
-  const char* x = in_bytes(call, 0);
-  char* y = out_bytes(call, 0);
-  for (int64_t i = 0; i < count; ++i) {
-    copy_elements(y + static_cast<size_t>(i) * elem,
-                  x + static_cast<size_t>(strided_offset(i, y_shape, strides)) * elem, 1, elem);
-  }
+  gather_strided(call, strides);
 }
 
 // Seen as (outer, len, inner) around the axis, each input contributes a block of
