@@ -25,8 +25,9 @@ StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& op
   program->init_state(state, 17);
   StepCounters counters;
   for (int64_t m = 0; m < accumulate; ++m) {
-    EXPECT_TRUE(program->micro_step(state, images.data() + m * batch * 784, labels.data() + m * batch,
-                                    17, 1.0f, counters).is_ok());
+    const Feeds feeds = {{"images", images.data() + m * batch * 784},
+                         {"labels", labels.data() + m * batch}};
+    EXPECT_TRUE(program->micro_step(state, feeds, 17, 1.0f, counters).is_ok());
   }
   EXPECT_EQ(counters.optimizer_step, 1);
   return state;

@@ -18,14 +18,26 @@ struct Init {
   float bound = 0.0f;
 };
 
+// What a model reads, and so which synthetic data set can train it. The
+// inputs are named as below; `labels` holds the class of every row of the
+// logits, in row order.
+enum class DataKind {
+  images,   // images (N, C, H, W) f32; labels (N)
+  tokens,   // tokens (N, T) i32; labels (N, T): the token after each position
+  pairs,    // source (N, S) i32, target_in (N, T) i32: the target shifted right
+            // after a start token 0; labels (N, T): the target
+  volumes,  // volume (N, C, D, H, W) f32; labels (N, D, H, W): a class per voxel
+};
+std::string_view data_kind_name(DataKind kind);
+
 // A forward graph with its loss and what it takes to train it.
 struct Model {
   std::string name;
   Graph graph;
-  ValueId images;  // input (N, ...)
-  ValueId labels;  // i32 (N)
-  ValueId logits;  // (N, classes)
-  ValueId loss;    // f32 scalar; invalid in evaluation graphs
+  std::vector<ValueId> inputs;  // the data a step reads, labels included, in order
+  ValueId labels;               // i32, one class per row of logits
+  ValueId logits;               // (M, classes)
+  ValueId loss;                 // f32 scalar; invalid in evaluation graphs
   std::vector<ValueId> params;
   // Initial values of every parameter and state value, by name.
   std::unordered_map<std::string, Init> init;
@@ -36,8 +48,11 @@ class ModelBuilder {
   // training: dropout is active and batch norm uses batch statistics.
   ModelBuilder(std::string model_name, bool training);
 
-  ValueId input(const std::string& name, Shape shape);  // the images
+  // Data inputs: f32 (images, volumes), i32 token ids, and i32 labels.
+  ValueId input(const std::string& name, Shape shape);
+  ValueId token_input(const std::string& name, Shape shape);
   ValueId labels(int64_t batch);
+  ValueId labels(Shape shape);
 
   // Layers; parameters are named `<name>.weight` and `<name>.bias` and start
   // as PyTorch's defaults do: uniform(+-1/sqrt(fan_in)).
@@ -51,8 +66,22 @@ class ModelBuilder {
   ValueId global_avg_pool(ValueId x);  // (N, C, H, W) -> (N, C, 1, 1)
   ValueId flatten(ValueId x);  // (N, ...) -> (N, rest)
   ValueId dropout(ValueId x, float p);
-  // The mean cross-entropy of logits against the labels: sets logits and loss.
+  // The mean cross-entropy of logits (M, classes) against labels of M
+  // elements in any shape: sets logits and loss.
   ValueId cross_entropy(ValueId logits, ValueId labels);
+
+  // Single ops, for models built from primitives (LSTM cells, attention).
+  ValueId reshape(ValueId x, Shape shape);
+  ValueId transpose(ValueId x, std::vector<int64_t> perm);
+  ValueId matmul(ValueId a, ValueId b, bool trans_a = false, bool trans_b = false);
+  ValueId slice(ValueId x, int64_t axis, int64_t start, int64_t end);
+  ValueId concat(std::vector<ValueId> xs, int64_t axis);
+  ValueId mul(ValueId a, ValueId b);
+  ValueId scale(ValueId x, float alpha);
+  ValueId sigmoid(ValueId x);
+  ValueId tanh(ValueId x);
+  ValueId gelu(ValueId x);
+  ValueId softmax(ValueId x, int64_t axis);
 
   // Appends any op; for layers this builder lacks.
   ValueId op(OpKind op, std::vector<ValueId> inputs, Attrs attrs, const std::string& name);
@@ -76,16 +105,20 @@ struct ModelOptions {
   int64_t batch = 64;
   int64_t image_size = 0;  // side of the square input image
   int64_t classes = 0;     // outputs of the classifier
-  int64_t depth = 0;       // layers: resnet-cifar only (9n+2)
-  int64_t width = 0;       // resnet-cifar: multiplies every stage's channel counts
+  int64_t depth = 0;       // layers: resnet-cifar (9n+2), LSTM and Transformer layers
+  int64_t width = 0;       // channels of the first stage, or the hidden / model width
+  int64_t seq_len = 0;     // sequence models: positions per example
+  int64_t volume = 0;      // unet3d: side of the cubic input volume
+  int64_t vocab = 0;       // sequence models: tokens in the vocabulary
 };
 
 // A model of the zoo at its default size.
 struct ModelInfo {
   std::string name;
   std::string description;  // the architecture and where it comes from
-  Shape input;              // one example, e.g. (3, 224, 224)
-  int64_t classes = 0;
+  DataKind data = DataKind::images;
+  Shape input;              // one example, e.g. (3, 224, 224), or (T) tokens
+  int64_t classes = 0;      // classes of each prediction (the vocabulary for tokens)
 };
 
 // The models this build knows, for `memfit train --model` and `memfit models`.

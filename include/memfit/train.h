@@ -32,6 +32,7 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   Schedule schedule = Schedule::cosine;
   uint64_t seed = 1;
+  bool synthetic = false;   // a synthetic data set made for the model, not Fashion-MNIST
   std::string data_dir;     // empty: Debian's /usr/share/datasets/fashion-mnist
   std::string save_path;    // checkpoint written after every epoch; empty: none
   std::string resume_path;  // checkpoint to continue from; empty: start afresh
@@ -39,7 +40,8 @@ struct TrainOptions {
   int threads = 0;              // threads of the cpu backend; 0: one per core
   bool plan = true;             // share memory as planned; false: a slice per value
   bool poison = false;          // fill memory with NaN as soon as its value dies
-  int64_t limit = 0;        // use only the first `limit` training and test examples; 0: all
+  int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
+                            // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines
 };
 
@@ -52,7 +54,7 @@ struct TrainReport {
   int64_t optimizer_steps = 0;        // total, including those before a resume
 };
 
-// Trains on Fashion-MNIST; `log` receives progress lines.
+// Trains on Fashion-MNIST or synthetic data; `log` receives progress lines.
 Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log);
 

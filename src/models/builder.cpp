@@ -8,13 +8,37 @@ ModelBuilder::ModelBuilder(std::string model_name, bool training) : training_(tr
   model_.name = std::move(model_name);
 }
 
-ValueId ModelBuilder::input(const std::string& name, Shape shape) {
-  model_.images = model_.graph.add_input(name, TensorType{std::move(shape), DType::f32}, Role::input);
-  return model_.images;
+std::string_view data_kind_name(DataKind kind) {
+  switch (kind) {
+    case DataKind::images:
+      return "images";
+    case DataKind::tokens:
+      return "tokens";
+    case DataKind::pairs:
+      return "pairs";
+    case DataKind::volumes:
+      return "volumes";
+  }
+  return "?";
 }
 
-ValueId ModelBuilder::labels(int64_t batch) {
-  model_.labels = model_.graph.add_input("labels", TensorType{{batch}, DType::i32}, Role::label);
+ValueId ModelBuilder::input(const std::string& name, Shape shape) {
+  const ValueId v = model_.graph.add_input(name, TensorType{std::move(shape), DType::f32}, Role::input);
+  model_.inputs.push_back(v);
+  return v;
+}
+
+ValueId ModelBuilder::token_input(const std::string& name, Shape shape) {
+  const ValueId v = model_.graph.add_input(name, TensorType{std::move(shape), DType::i32}, Role::input);
+  model_.inputs.push_back(v);
+  return v;
+}
+
+ValueId ModelBuilder::labels(int64_t batch) { return labels(Shape{batch}); }
+
+ValueId ModelBuilder::labels(Shape shape) {
+  model_.labels = model_.graph.add_input("labels", TensorType{std::move(shape), DType::i32}, Role::label);
+  model_.inputs.push_back(model_.labels);
   return model_.labels;
 }
 
@@ -110,8 +134,45 @@ ValueId ModelBuilder::dropout(ValueId x, float p) {
 
 ValueId ModelBuilder::cross_entropy(ValueId logits, ValueId labels) {
   model_.logits = logits;
+  if (logits.valid() && labels.valid() && shape(labels).size() != 1) {
+    labels = reshape(labels, {num_elements(shape(labels))});
+  }
   model_.loss = op(OpKind::softmax_cross_entropy, {logits, labels}, NoAttrs{}, "loss");
   return model_.loss;
+}
+
+ValueId ModelBuilder::reshape(ValueId x, Shape shape) {
+  return op(OpKind::reshape, {x}, ShapeAttrs{std::move(shape)}, "reshape");
+}
+
+ValueId ModelBuilder::transpose(ValueId x, std::vector<int64_t> perm) {
+  return op(OpKind::transpose, {x}, PermAttrs{std::move(perm)}, "transpose");
+}
+
+ValueId ModelBuilder::matmul(ValueId a, ValueId b, bool trans_a, bool trans_b) {
+  return op(OpKind::matmul, {a, b}, MatmulAttrs{trans_a, trans_b}, "matmul");
+}
+
+ValueId ModelBuilder::slice(ValueId x, int64_t axis, int64_t start, int64_t end) {
+  return op(OpKind::slice, {x}, SliceAttrs{axis, start, end, {}}, "slice");
+}
+
+ValueId ModelBuilder::concat(std::vector<ValueId> xs, int64_t axis) {
+  return op(OpKind::concat, std::move(xs), AxisAttrs{axis}, "concat");
+}
+
+ValueId ModelBuilder::mul(ValueId a, ValueId b) { return op(OpKind::mul, {a, b}, NoAttrs{}, "mul"); }
+
+ValueId ModelBuilder::scale(ValueId x, float alpha) {
+  return op(OpKind::scale, {x}, ScaleAttrs{alpha}, "scale");
+}
+
+ValueId ModelBuilder::sigmoid(ValueId x) { return op(OpKind::sigmoid, {x}, NoAttrs{}, "sigmoid"); }
+ValueId ModelBuilder::tanh(ValueId x) { return op(OpKind::tanh, {x}, NoAttrs{}, "tanh"); }
+ValueId ModelBuilder::gelu(ValueId x) { return op(OpKind::gelu, {x}, NoAttrs{}, "gelu"); }
+
+ValueId ModelBuilder::softmax(ValueId x, int64_t axis) {
+  return op(OpKind::softmax, {x}, AxisAttrs{axis}, "softmax");
 }
 
 Result<Model> ModelBuilder::finish() {

@@ -36,27 +36,57 @@ Result<Model> mlp(const ModelOptions& options, bool training) {
 
 struct ZooEntry {
   ModelInfo info;
-  int64_t depth = 0;  // the default depth; 0: the model has no depth option
-  int64_t width = 0;  // the default width; 0: the model has no width option
+  // The default of every size option; 0: the model has no such option. The
+  // name and batch are unused.
+  ModelOptions sizes;
   Result<Model> (*build)(const ModelOptions&, bool);
 };
 
 const std::vector<ZooEntry>& zoo() {
   static const std::vector<ZooEntry> entries = [] {
+    using K = DataKind;
     const char* torchvision = "torchvision's, ImageNet";
+    const ModelOptions mnist = {.name = {}, .image_size = 28, .classes = 10};
     std::vector<ZooEntry> e = {
-        {{"lenet", "LeNet as in Caffe's MNIST example", {1, 28, 28}, 10}, 0, 0, lenet},
-        {{"mlp", "784-256-128-10 perceptron with dropout 0.2", {1, 28, 28}, 10}, 0, 0, mlp},
+        {{"lenet", "LeNet as in Caffe's MNIST example", K::images, {1, 28, 28}, 10}, mnist, lenet},
+        {{"mlp", "784-256-128-10 perceptron with dropout 0.2", K::images, {1, 28, 28}, 10}, mnist,
+         mlp},
     };
     const Shape imagenet = {3, 224, 224};
+    const ModelOptions imagenet_sizes = {.name = {}, .image_size = 224, .classes = 1000, .width = 64};
     for (const char* name : {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}) {
       const std::string about = std::string("ResNet (He et al. 2015, v1.5), ") + torchvision;
-      e.push_back({{name, about, imagenet, 1000}, 0, 64, build_resnet});
+      e.push_back({{name, about, K::images, imagenet, 1000}, imagenet_sizes, build_resnet});
     }
     const std::string cifar = "pre-activation bottleneck ResNet (He et al. 2016), depth 9n+2";
-    e.push_back({{"resnet-cifar", cifar, {3, 32, 32}, 10}, 164, 16, build_resnet_cifar});
+    e.push_back({{"resnet-cifar", cifar, K::images, {3, 32, 32}, 10},
+                 {.name = {}, .image_size = 32, .classes = 10, .depth = 164, .width = 16},
+                 build_resnet_cifar});
     const std::string vgg = std::string("VGG-16 (Simonyan and Zisserman 2015), ") + torchvision;
-    e.push_back({{"vgg16", vgg, imagenet, 1000}, 0, 64, build_vgg16});
+    e.push_back({{"vgg16", vgg, K::images, imagenet, 1000}, imagenet_sizes, build_vgg16});
+    e.push_back({{"lstm-lm",
+                  "LSTM language model (Zaremba et al. 2014, medium), one node per time step",
+                  K::tokens, {35}, 10000},
+                 {.name = {}, .depth = 2, .width = 650, .seq_len = 35, .vocab = 10000},
+                 build_lstm_lm});
+    e.push_back({{"seq2seq",
+                  "LSTM encoder-decoder with global attention (Luong et al. 2015)", K::pairs,
+                  {50}, 50000},
+                 {.name = {}, .depth = 4, .width = 1000, .seq_len = 50, .vocab = 50000},
+                 build_seq2seq});
+    e.push_back({{"gpt", "decoder-only Transformer, GPT-2 small (Radford et al. 2019), tied",
+                  K::tokens, {1024}, 50257},
+                 {.name = {}, .depth = 12, .width = 768, .seq_len = 1024, .vocab = 50257},
+                 build_gpt});
+    e.push_back({{"transformer",
+                  "encoder-decoder Transformer, base (Vaswani et al. 2017), shared vocabulary",
+                  K::pairs, {128}, 37000},
+                 {.name = {}, .depth = 6, .width = 512, .seq_len = 128, .vocab = 37000},
+                 build_transformer});
+    e.push_back({{"unet3d", "3D U-Net (Cicek et al. 2016), padded convolutions", K::volumes,
+                  {1, 128, 128, 128}, 3},
+                 {.name = {}, .classes = 3, .width = 32, .volume = 128},
+                 build_unet3d});
     return e;
   }();
   return entries;
@@ -96,11 +126,15 @@ Result<Model> build_model(const ModelOptions& options, bool training) {
   for (const ZooEntry& entry : zoo()) {
     if (entry.info.name != options.name) continue;
     ModelOptions resolved = options;
-    MEMFIT_RETURN_IF_ERROR(
-        resolve(options.name, "image-size", entry.info.input.back(), resolved.image_size));
-    MEMFIT_RETURN_IF_ERROR(resolve(options.name, "classes", entry.info.classes, resolved.classes));
-    MEMFIT_RETURN_IF_ERROR(resolve(options.name, "depth", entry.depth, resolved.depth));
-    MEMFIT_RETURN_IF_ERROR(resolve(options.name, "width", entry.width, resolved.width));
+    const ModelOptions& d = entry.sizes;
+    const std::string& name = options.name;
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "image-size", d.image_size, resolved.image_size));
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "classes", d.classes, resolved.classes));
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "depth", d.depth, resolved.depth));
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "width", d.width, resolved.width));
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "seq-len", d.seq_len, resolved.seq_len));
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "volume", d.volume, resolved.volume));
+    MEMFIT_RETURN_IF_ERROR(resolve(name, "vocab", d.vocab, resolved.vocab));
     return entry.build(resolved, training);
   }
   std::string known;

@@ -1,6 +1,6 @@
 // The builders of the zoo's model families, for the registry in zoo.cpp. Each
-// receives options whose image_size, classes and width are resolved (never 0)
-// and checked to be positive; depth is resolved for models that have one.
+// receives options whose sizes are resolved (never 0 for an option the model
+// has) and checked to be positive.
 #pragma once
 
 #include "memfit/builder.h"
@@ -13,5 +13,13 @@ Result<Model> build_resnet(const ModelOptions& options, bool training);
 Result<Model> build_resnet_cifar(const ModelOptions& options, bool training);
 // torchvision's vgg16, without batch norm.
 Result<Model> build_vgg16(const ModelOptions& options, bool training);
+// LSTM models, unrolled over time (lstm.cpp).
+Result<Model> build_lstm_lm(const ModelOptions& options, bool training);
+Result<Model> build_seq2seq(const ModelOptions& options, bool training);
+// Transformers (transformer.cpp).
+Result<Model> build_gpt(const ModelOptions& options, bool training);
+Result<Model> build_transformer(const ModelOptions& options, bool training);
+// The 3D U-Net (unet3d.cpp).
+Result<Model> build_unet3d(const ModelOptions& options, bool training);
 
 }  // namespace memfit

@@ -22,8 +22,9 @@ Status expect_channels(const TensorType& t, int64_t channels, const char* what) 
 
 Result<int64_t> channels_of(const TensorType& x) {
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(x, -1, "x"));
-  if (x.shape.size() != 2 && x.shape.size() != 4) {
-    return Status::error("x must be (N, C) or (N, C, H, W), got " + shape_string(x.shape));
+  if (x.shape.size() < 2 || x.shape.size() > 5) {
+    return Status::error("x must be (N, C) with 0 to 3 spatial dimensions, got " +
+                         shape_string(x.shape));
   }
   if (num_elements(x.shape) / x.shape[1] < 2) {
     return Status::error("batch statistics need at least 2 values per channel, x is " +
@@ -72,7 +73,7 @@ Cost cost_batch_norm(const Types& in, const Types& out, const Attrs&) {
 
 std::vector<OpExample> batch_norm_examples() {
   std::vector<OpExample> out;
-  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}}) {
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}, Shape{2, 2, 2, 3, 2}}) {
     const int64_t c = x[1];
     OpExample ex = ops::example(
         {ops::f32(x), ops::f32({c}), ops::f32({c}), ops::f32({c}), ops::f32({c})},
@@ -87,7 +88,7 @@ std::vector<OpExample> batch_norm_examples() {
 
 std::vector<OpExample> batch_norm_grad_examples() {
   std::vector<OpExample> out;
-  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}}) {
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}, Shape{2, 2, 2, 3, 2}}) {
     const int64_t c = x[1];
     OpExample ex = ops::example(
         {ops::f32(x), ops::f32(x), ops::f32({c}), ops::f32({c}), ops::f32({c})},

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "memfit/train.h"
 #include "train/checkpoint.h"
+#include "train/data_source.h"
 #include "train/fashion_mnist.h"
 #include "train/training_program.h"
 
@@ -46,18 +48,27 @@ Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCo
   return ck;
 }
 
-Result<double> evaluate(TrainingProgram& program, StateStore& state, const ImageDataset& test) {
+// The fraction of the test set's label elements (images, tokens or voxels)
+// whose class the model predicts.
+Result<double> evaluate(TrainingProgram& program, StateStore& state, const DataSource& data) {
   const int64_t batch = program.eval_batch();
-  const int64_t batches = test.count / batch;
-  int64_t correct = 0;
+  const int64_t batches = data.test_count() / batch;
+  Batch inputs = Batch::for_model(program.eval_model());
+  std::vector<int64_t> examples(static_cast<size_t>(batch));
+  int64_t correct = 0, total = 0;
   for (int64_t b = 0; b < batches; ++b) {
-    const float* images = test.images.data() + b * batch * test.image_elements();
-    MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(state, images));
-    for (int64_t i = 0; i < batch; ++i) {
-      correct += predicted[static_cast<size_t>(i)] == test.labels[static_cast<size_t>(b * batch + i)];
+    for (int64_t i = 0; i < batch; ++i) examples[static_cast<size_t>(i)] = b * batch + i;
+    MEMFIT_RETURN_IF_ERROR(data.fill(true, examples, inputs));
+    MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(state, inputs.feeds()));
+    const std::vector<int32_t>& labels = inputs.labels();
+    if (predicted.size() != labels.size()) {
+      return Status::error("the model predicts " + std::to_string(predicted.size()) +
+                           " classes per batch for " + std::to_string(labels.size()) + " labels");
     }
+    for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
+    total += static_cast<int64_t>(labels.size());
   }
-  return static_cast<double>(correct) / static_cast<double>(batches * batch);
+  return static_cast<double>(correct) / static_cast<double>(total);
 }
 
 Status check_options(const TrainOptions& o) {
@@ -71,22 +82,57 @@ Status check_options(const TrainOptions& o) {
   return Status::ok();
 }
 
-// Training reads Fashion-MNIST only: the model must take (1, 28, 28) images
-// and have 10 classes. The model's forward graph at batch 1 says.
+// Without --synthetic, training reads Fashion-MNIST: the model must take
+// (1, 28, 28) images and have 10 classes.
 Status check_fits_fashion_mnist(const ModelOptions& options) {
   ModelOptions one = options;
   one.batch = 1;
   MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(one, false));
-  const Shape& input = model.graph.value(model.images).type.shape;
+  const Value& input = model.graph.value(model.inputs.at(0));
   const int64_t classes = model.graph.value(model.logits).type.shape.at(1);
-  if (input == Shape{1, 1, 28, 28} && classes == 10) return Status::ok();
-  std::string shape;
-  for (size_t i = 1; i < input.size(); ++i) shape += (i > 1 ? "x" : "") + std::to_string(input[i]);
-  return Status::error("model " + options.name + " takes " + shape + " images and " +
+  if (input.name == "images" && input.type.shape == Shape{1, 1, 28, 28} && classes == 10) {
+    return Status::ok();
+  }
+  return Status::error("model " + options.name + " reads " + input.name + " " +
+                       shape_string(input.type.shape) + " (batch 1) into " +
                        std::to_string(classes) +
-                       " classes, but training reads only Fashion-MNIST (1x28x28, 10 classes); "
-                       "synthetic data for other inputs arrives with a later change (memfit plan "
-                       "plans any model)");
+                       " classes, but Fashion-MNIST is 1x28x28 images in 10 classes; add "
+                       "--synthetic to train it on synthetic data");
+}
+
+// The data set a run reads: Fashion-MNIST, or a synthetic one shaped for the model.
+Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
+                                              const TrainingProgram& program) {
+  if (options.synthetic) {
+    const int64_t per_step = options.model.batch * options.accumulate;
+    const int64_t train_count = options.limit > 0 ? options.limit : std::max<int64_t>(1024, per_step);
+    const int64_t eval_batch = program.eval_batch();
+    const int64_t test_count = std::max<int64_t>(1, 256 / eval_batch) * eval_batch;
+    std::optional<DataKind> kind;
+    for (const ModelInfo& info : model_infos()) {
+      if (info.name == options.model.name) kind = info.data;
+    }
+    if (!kind) return Status::error("unknown model '" + options.model.name + "'");
+    return synthetic_source(*kind, program.model(), train_count, test_count, options.seed);
+  }
+  const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
+  MEMFIT_ASSIGN_OR_RETURN(ImageDataset train_set, load_fashion_mnist(dir, true));
+  MEMFIT_ASSIGN_OR_RETURN(ImageDataset test_set, load_fashion_mnist(dir, false));
+  return fashion_mnist_source(take_first(std::move(train_set), options.limit),
+                              take_first(std::move(test_set), options.limit));
+}
+
+// The evaluation batch: the training batch on synthetic data; for
+// Fashion-MNIST up to 1000 test images at a time (the test set, limited, must
+// be a multiple).
+Result<int64_t> eval_batch_of(const TrainOptions& options) {
+  if (options.synthetic) return options.model.batch;
+  const int64_t test_count = options.limit > 0 ? std::min<int64_t>(options.limit, 10000) : 10000;
+  const int64_t eval_batch = std::min<int64_t>(test_count, 1000);
+  if (test_count % eval_batch != 0) {
+    return Status::error("--limit must leave a test set that is a multiple of 1000 or at most 1000");
+  }
+  return eval_batch;
 }
 
 }  // namespace
@@ -94,27 +140,23 @@ Status check_fits_fashion_mnist(const ModelOptions& options) {
 Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log) {
   MEMFIT_RETURN_IF_ERROR(check_options(options));
-  MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.model));
+  if (!options.synthetic) {
+    MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.model));
+  }
   const auto backend = make_backend(options.backend, options.threads);
   if (!backend) return Status::error("unknown backend '" + options.backend + "' (cpu or reference)");
-  const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
-  MEMFIT_ASSIGN_OR_RETURN(ImageDataset train_set, load_fashion_mnist(dir, true));
-  MEMFIT_ASSIGN_OR_RETURN(ImageDataset test_set, load_fashion_mnist(dir, false));
-  train_set = take_first(std::move(train_set), options.limit);
-  test_set = take_first(std::move(test_set), options.limit);
-  const int64_t eval_batch = std::min<int64_t>(test_set.count, 1000);
-  if (test_set.count % eval_batch != 0) {
-    return Status::error("--limit must leave a test set that is a multiple of 1000 or at most 1000");
-  }
-  if (options.model.batch * options.accumulate > train_set.count) {
-    return Status::error("--batch times --accumulate exceeds the " + std::to_string(train_set.count) +
-                         " training examples");
-  }
-
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t eval_batch, eval_batch_of(options));
   MEMFIT_ASSIGN_OR_RETURN(auto program,
                           TrainingProgram::create(options.model, options.accumulate,
                                                   options.optimizer, eval_batch, *backend,
                                                   ExecOptions{options.plan, options.poison, 0}));
+  MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
+  if (options.model.batch * options.accumulate > data->train_count()) {
+    return Status::error("--batch times --accumulate exceeds the " +
+                         std::to_string(data->train_count()) + " training examples");
+  }
+  log(format("data: %s, %lld training and %lld test examples", data->description().c_str(),
+             static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
   log(format("model %s: %zu nodes per step; kernels: %s", options.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
   const MemoryPlan& plan = program->step_executable().plan();
@@ -135,12 +177,12 @@ Result<TrainReport> train(const TrainOptions& options,
                static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
   }
 
-  MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler, BatchSampler::create(train_set.count, options.model.batch, options.seed));
+  MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler,
+                          BatchSampler::create(data->train_count(), options.model.batch, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
   const int64_t micro_batches = sampler.batches_per_epoch() / options.accumulate * options.accumulate;
   const int64_t total_steps = options.epochs * micro_batches / options.accumulate;
-  std::vector<float> images(static_cast<size_t>(options.model.batch * train_set.image_elements()));
-  std::vector<int32_t> labels(static_cast<size_t>(options.model.batch));
+  Batch inputs = Batch::for_model(program->model());
   TrainReport report;
   double train_seconds = 0;
   int64_t examples = 0;
@@ -152,10 +194,12 @@ Result<TrainReport> train(const TrainOptions& options,
     double window_loss = 0;
     int64_t window_batches = 0;
     for (int64_t b = 0; b < micro_batches; ++b) {
-      sampler.copy_batch(train_set, permutation, b, images, labels);
+      const auto examples = std::span<const int64_t>(permutation).subspan(
+          static_cast<size_t>(b * options.model.batch), static_cast<size_t>(options.model.batch));
+      MEMFIT_RETURN_IF_ERROR(data->fill(false, examples, inputs));
       const float lr_scale = schedule_scale(options.schedule, counters.optimizer_step, total_steps);
-      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(state, images.data(), labels.data(),
-                                                              options.seed, lr_scale, counters));
+      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(state, inputs.feeds(), options.seed,
+                                                              lr_scale, counters));
       report.losses.push_back(loss);
       window_loss += loss;
       ++window_batches;
@@ -173,10 +217,10 @@ Result<TrainReport> train(const TrainOptions& options,
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     examples += micro_batches * options.model.batch;
-    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, state, test_set));
+    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, state, *data));
     report.test_accuracy.push_back(accuracy);
-    log(format("epoch %lld done: test accuracy %.2f%% (%lld test images)", static_cast<long long>(epoch + 1),
-               100.0 * accuracy, static_cast<long long>(test_set.count)));
+    log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
+               100.0 * accuracy, static_cast<long long>(data->test_count())));
     if (!options.save_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint(
           options.save_path, make_checkpoint(options.model.name, epoch + 1, counters, *program, state)));

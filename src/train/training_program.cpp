@@ -49,6 +49,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   const UpdateMode apply_mode = accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
   MEMFIT_ASSIGN_OR_RETURN(Graph apply, build_step_graph(model, accumulate, optimizer, apply_mode, &built));
   program->init_ = built.init;
+  program->model_ = built;
   for (const Value& v : apply.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
   }
@@ -60,8 +61,9 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   }
   ModelOptions eval_options = model;
   eval_options.batch = eval_batch;
-  MEMFIT_ASSIGN_OR_RETURN(Model eval, build_model(eval_options, false));
-  MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(eval.graph), backend, exec));
+  MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
+  MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(program->eval_model_.graph),
+                                                              backend, exec));
   return program;
 }
 
@@ -88,12 +90,10 @@ void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
   }
 }
 
-Result<float> TrainingProgram::micro_step(StateStore& state, const float* images,
-                                          const int32_t* labels, uint64_t seed, float lr_scale,
-                                          StepCounters& counters) {
+Result<float> TrainingProgram::micro_step(StateStore& state, const Feeds& feeds, uint64_t seed,
+                                          float lr_scale, StepCounters& counters) {
   const bool apply = (counters.micro_step + 1) % accumulate_ == 0;
   Executable& exe = apply ? *apply_ : *accumulate_only_;
-  const Feeds feeds = {{"images", images}, {"labels", labels}};
   MEMFIT_ASSIGN_OR_RETURN(StepResult result,
                           exe.run(state, feeds, StepContext{seed, counters.micro_step, counters.optimizer_step, lr_scale}));
   high_water_bytes_ = std::max(high_water_bytes_, result.high_water_bytes);
@@ -102,15 +102,13 @@ Result<float> TrainingProgram::micro_step(StateStore& state, const float* images
   return result.outputs.at("loss")[0];
 }
 
-Result<std::vector<int32_t>> TrainingProgram::predict(StateStore& state, const float* images) {
-  std::vector<int32_t> dummy_labels(static_cast<size_t>(eval_batch_), 0);
-  Feeds feeds = {{"images", images}};
-  if (eval_->graph().find_value("labels").valid()) feeds["labels"] = dummy_labels.data();
+Result<std::vector<int32_t>> TrainingProgram::predict(StateStore& state, const Feeds& feeds) {
   MEMFIT_ASSIGN_OR_RETURN(StepResult result, eval_->run(state, feeds, StepContext{}));
   const ValueId logits_id = eval_->graph().outputs()[0];
   const std::vector<float>& logits = result.outputs.at(eval_->graph().value(logits_id).name);
-  const auto classes = static_cast<size_t>(eval_->graph().value(logits_id).type.shape[1]);
-  std::vector<int32_t> predicted(static_cast<size_t>(eval_batch_));
+  const Shape& shape = eval_->graph().value(logits_id).type.shape;
+  const auto classes = static_cast<size_t>(shape[1]);
+  std::vector<int32_t> predicted(static_cast<size_t>(shape[0]));
   for (size_t n = 0; n < predicted.size(); ++n) {
     const auto row = logits.begin() + static_cast<std::ptrdiff_t>(n * classes);
     predicted[n] = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(classes)) - row);

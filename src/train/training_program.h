@@ -44,12 +44,18 @@ class TrainingProgram {
   // Every persistent value with its shape, in a fixed order (checkpoints).
   const std::vector<std::pair<std::string, Shape>>& state_shapes() const { return state_shapes_; }
 
-  // Runs one micro-batch (images (B, C, H, W) as the model's input, labels (B))
+  // Runs one micro-batch (every data input of the model, labels included)
   // and returns its loss.
-  Result<float> micro_step(StateStore& state, const float* images, const int32_t* labels,
-                           uint64_t seed, float lr_scale, StepCounters& counters);
-  // The predicted class of each of eval_batch images.
-  Result<std::vector<int32_t>> predict(StateStore& state, const float* images);
+  Result<float> micro_step(StateStore& state, const Feeds& feeds, uint64_t seed, float lr_scale,
+                           StepCounters& counters);
+  // The predicted class of each row of the logits, for a batch of eval_batch
+  // examples (labels, if fed, are not read).
+  Result<std::vector<int32_t>> predict(StateStore& state, const Feeds& feeds);
+
+  // The forward model at the training batch and at the evaluation batch
+  // (their inputs say what to feed).
+  const Model& model() const { return model_; }
+  const Model& eval_model() const { return eval_model_; }
 
   int64_t batch() const { return batch_; }
   int64_t eval_batch() const { return eval_batch_; }
@@ -68,6 +74,7 @@ class TrainingProgram {
   std::unique_ptr<Executable> apply_;       // updates the parameters
   std::unique_ptr<Executable> accumulate_only_;  // K > 1: only accumulates
   std::unique_ptr<Executable> eval_;
+  Model model_, eval_model_;
   std::unordered_map<std::string, Init> init_;
   std::vector<std::pair<std::string, Shape>> state_shapes_;
   size_t high_water_bytes_ = 0;

@@ -75,18 +75,25 @@ void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--classes", model.classes, "classes of the classifier (0: the model's)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--depth", model.depth, "layers, resnet-cifar only: 9n+2 (0: 164)")
+  cmd->add_option("--depth", model.depth,
+                  "layers: resnet-cifar 9n+2, LSTM or Transformer layers (0: the model's)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--width", model.width,
-                  "channels of the first stage; later stages scale with it (0: the model's)")
+                  "channels of the first stage, or the hidden width (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seq-len", model.seq_len, "positions per sequence (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--volume", model.volume, "side of the cubic input volume (0: the model's)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--vocab", model.vocab, "tokens in the vocabulary (0: the model's)")
       ->check(CLI::NonNegativeNumber);
 }
 
 // `memfit models`: every model at its default size, with its exact parameter
 // count from its forward graph at batch 1 (built, never run).
 int run_models() {
-  std::printf("%-13s %12s  %-11s %7s  %s\n", "model", "parameters", "input", "classes",
-              "description");
+  std::printf("%-13s %12s  %-8s %-15s %7s  %s\n", "model", "parameters", "data", "input",
+              "classes", "description");
   for (const memfit::ModelInfo& info : memfit::model_infos()) {
     auto model = memfit::build_model({.name = info.name, .batch = 1}, false);
     if (!model) {
@@ -99,8 +106,9 @@ int run_models() {
     }
     std::string input;
     for (int64_t d : info.input) input += (input.empty() ? "" : "x") + std::to_string(d);
-    std::printf("%-13s %12lld  %-11s %7lld  %s\n", info.name.c_str(),
-                static_cast<long long>(parameters), input.c_str(),
+    std::printf("%-13s %12lld  %-8s %-15s %7lld  %s\n", info.name.c_str(),
+                static_cast<long long>(parameters),
+                std::string(memfit::data_kind_name(info.data)).c_str(), input.c_str(),
                 static_cast<long long>(info.classes), info.description.c_str());
   }
   return 0;
@@ -115,7 +123,7 @@ int main(int argc, char** argv) {
   memfit::TrainOptions train;
   std::string optimizer = "sgd";
   float lr = 0;
-  auto* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST");
+  auto* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST or synthetic data");
   cmd->add_option("--model", train.model.name, "model to train")
       ->check(CLI::IsMember(memfit::model_names()))
       ->capture_default_str();
@@ -146,6 +154,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cmd->add_option("--seed", train.seed, "seed of initialization, shuffling and dropout")
       ->capture_default_str();
+  cmd->add_flag("--synthetic", train.synthetic,
+                "train on a synthetic data set made for the model's input (any model)");
   cmd->add_option("--data", train.data_dir,
                   "directory of the Fashion-MNIST .gz files (default: "
                   "/usr/share/datasets/fashion-mnist)");
@@ -159,7 +169,9 @@ int main(int argc, char** argv) {
   bool no_plan = false;
   cmd->add_flag("--no-plan", no_plan, "give every value its own memory instead of the planned sharing");
   cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
-  cmd->add_option("--limit", train.limit, "use only the first N training and test examples")
+  cmd->add_option("--limit", train.limit,
+                  "Fashion-MNIST: use only the first N training and test examples; "
+                  "synthetic: N training examples (default 1024)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
       ->check(CLI::PositiveNumber)

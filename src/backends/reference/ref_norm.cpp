@@ -1,6 +1,6 @@
 // Reference kernels of batch normalization (training mode) and its gradient.
-// x is (N, C, H, W) or (N, C); a channel's m = N H W elements are visited as
-// (n, s) with s over the S = H W spatial positions (S = 1 for 2-D x).
+// x is (N, C, spatial...) with 0 to 3 spatial dimensions; a channel's m = N S
+// elements are visited as (n, s) with s over the S spatial positions.
 #include <cmath>
 
 #include "backends/reference/ref_ops.h"
@@ -18,7 +18,7 @@ struct ChannelView {
 };
 
 ChannelView channel_view(const Shape& x) {
-  MEMFIT_CHECK(x.size() == 2 || x.size() == 4);
+  MEMFIT_CHECK(x.size() >= 2 && x.size() <= 5);
   return {x[0], x[1], dims_product(x, 2, x.size())};
 }
 

@@ -1,0 +1,128 @@
+// LSTM models unrolled over time, one group of nodes per time step, so that
+// the planner sees (and may recompute or swap) every step's activations:
+// - lstm-lm: the language model of Zaremba et al. 2014 ("medium": 2 layers of
+//   650 units, 35 steps, a 10,000-token vocabulary), dropout 0.2 between layers;
+// - seq2seq: an encoder-decoder of Luong et al. 2015 (4 layers of 1000 units,
+//   a 50,000-token vocabulary on each side), the decoder starting from the
+//   encoder's final states, with global "general" attention over the encoder's
+//   top-layer states: a = softmax(h_t W_a h_s), h~_t = tanh(W_c [c_t; h_t]).
+// Layers compute as PyTorch's nn.LSTM does (gates i, f, g, o; two biases), and
+// their parameters carry its names (weight_ih_l0, ...).
+#include <cmath>
+
+#include "models/zoo.h"
+
+namespace memfit {
+namespace {
+
+struct LstmOutput {
+  ValueId sequence;  // (N, T, H)
+  ValueId h, c;      // (N, H): the last step's states
+};
+
+// One LSTM layer over x (N, T, In); h0, c0 (N, H) may be invalid (zeros).
+LstmOutput lstm_layer(ModelBuilder& b, const std::string& name, ValueId x, int64_t hidden,
+                      ValueId h0, ValueId c0) {
+  if (!x.valid()) return {};
+  const Shape xs = b.shape(x);
+  const int64_t n = xs[0], steps = xs[1], in = xs[2], h4 = 4 * hidden;
+  const Init init{Init::Kind::uniform, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden)))};
+  const ValueId w_ih = b.parameter(name + ".weight_ih", {h4, in}, init);
+  const ValueId w_hh = b.parameter(name + ".weight_hh", {h4, hidden}, init);
+  const ValueId b_ih = b.parameter(name + ".bias_ih", {h4}, init);
+  const ValueId b_hh = b.parameter(name + ".bias_hh", {h4}, init);
+  // The input projections of every step at once: (N*T, In) -> (N, T, 4H).
+  const ValueId xw = b.reshape(
+      b.op(OpKind::linear, {b.reshape(x, {n * steps, in}), w_ih, b_ih}, NoAttrs{}, name + ".ih"),
+      {n, steps, h4});
+  ValueId h = h0, c = c0;
+  std::vector<ValueId> outputs;
+  for (int64_t t = 0; t < steps; ++t) {
+    const ValueId xw_t = b.reshape(b.slice(xw, 1, t, t + 1), {n, h4});
+    // With no initial state, W_hh h is zero but the bias b_hh still counts.
+    const ValueId hw = h.valid() ? b.op(OpKind::linear, {h, w_hh, b_hh}, NoAttrs{}, name + ".hh")
+                                 : b_hh;
+    const ValueId gates = b.add(xw_t, hw);
+    const ValueId i = b.sigmoid(b.slice(gates, 1, 0, hidden));
+    const ValueId f = b.sigmoid(b.slice(gates, 1, hidden, 2 * hidden));
+    const ValueId g = b.tanh(b.slice(gates, 1, 2 * hidden, 3 * hidden));
+    const ValueId o = b.sigmoid(b.slice(gates, 1, 3 * hidden, h4));
+    const ValueId ig = b.mul(i, g);
+    c = c.valid() ? b.add(b.mul(f, c), ig) : ig;
+    h = b.mul(o, b.tanh(c));
+    outputs.push_back(b.reshape(h, {n, 1, hidden}));
+  }
+  const ValueId sequence = steps == 1 ? outputs[0] : b.concat(outputs, 1);
+  return {sequence, h, c};
+}
+
+struct LstmStack {
+  ValueId top;                   // (N, T, H)
+  std::vector<ValueId> h, c;     // final states, one per layer
+};
+
+// `layers` LSTM layers with dropout between them, starting from the given
+// states (empty: zeros).
+LstmStack lstm_stack(ModelBuilder& b, const std::string& name, ValueId x, int64_t layers,
+                     int64_t hidden, const std::vector<ValueId>& h0, const std::vector<ValueId>& c0) {
+  LstmStack out;
+  for (int64_t l = 0; l < layers; ++l) {
+    if (l > 0) x = b.dropout(x, 0.2f);
+    const auto k = static_cast<size_t>(l);
+    const LstmOutput layer =
+        lstm_layer(b, name + ".l" + std::to_string(l), x, hidden, h0.empty() ? ValueId() : h0[k],
+                   c0.empty() ? ValueId() : c0[k]);
+    x = layer.sequence;
+    out.h.push_back(layer.h);
+    out.c.push_back(layer.c);
+  }
+  out.top = x;
+  return out;
+}
+
+Status check_sizes(const ModelOptions& o) {
+  if (o.vocab < 2) return Status::error(o.name + ": --vocab must be at least 2");
+  return Status::ok();
+}
+
+}  // namespace
+
+// tokens (N, T) -> embedding (N, T, W) -> LSTM layers -> (N*T, W) -> (N*T, V).
+Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
+  MEMFIT_RETURN_IF_ERROR(check_sizes(o));
+  ModelBuilder b(o.name, training);
+  const int64_t n = o.batch, t = o.seq_len, w = o.width;
+  const ValueId tokens = b.token_input("tokens", {n, t});
+  const ValueId labels = b.labels(Shape{n, t});
+  ValueId x = b.dropout(b.embedding("embedding", tokens, o.vocab, w), 0.2f);
+  x = lstm_stack(b, "lstm", x, o.depth, w, {}, {}).top;
+  x = b.reshape(b.dropout(x, 0.2f), {n * t, w});
+  b.cross_entropy(b.linear("decoder", x, o.vocab), labels);
+  return b.finish();
+}
+
+// source (N, S), target_in (N, T) -> (N*T, V), with S = T = seq_len.
+Result<Model> build_seq2seq(const ModelOptions& o, bool training) {
+  MEMFIT_RETURN_IF_ERROR(check_sizes(o));
+  ModelBuilder b(o.name, training);
+  const int64_t n = o.batch, t = o.seq_len, w = o.width;
+  const ValueId source = b.token_input("source", {n, t});
+  const ValueId target_in = b.token_input("target_in", {n, t});
+  const ValueId labels = b.labels(Shape{n, t});
+  const ValueId src = b.dropout(b.embedding("encoder.embedding", source, o.vocab, w), 0.2f);
+  const LstmStack encoder = lstm_stack(b, "encoder.lstm", src, o.depth, w, {}, {});
+  const ValueId tgt = b.dropout(b.embedding("decoder.embedding", target_in, o.vocab, w), 0.2f);
+  const ValueId dec =
+      lstm_stack(b, "decoder.lstm", tgt, o.depth, w, encoder.h, encoder.c).top;  // (N, T, W)
+  // Attention: scores (N, T, S) = dec (N, T, W) x (enc W_a^T)^T.
+  const ValueId keys =
+      b.reshape(b.linear("attention.w_a", b.reshape(encoder.top, {n * t, w}), w, false), {n, t, w});
+  const ValueId weights = b.softmax(b.matmul(dec, keys, false, true), 2);
+  const ValueId context = b.matmul(weights, encoder.top);  // (N, T, W)
+  ValueId h = b.reshape(b.concat({context, dec}, 2), {n * t, 2 * w});
+  h = b.dropout(b.tanh(b.linear("attention.w_c", h, w, false)), 0.2f);
+  b.cross_entropy(b.linear("generator", h, o.vocab), labels);
+  return b.finish();
+}
+
+}  // namespace memfit

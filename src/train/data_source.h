@@ -1,0 +1,57 @@
+// Where training examples come from: Fashion-MNIST, or a synthetic data set
+// made for the model's kind of input (src/train/synthetic.cpp). A source
+// fills a Batch: one buffer per data input of the model, labels included.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memfit/builder.h"
+#include "runtime/executor.h"
+#include "train/fashion_mnist.h"
+
+namespace memfit {
+
+// The data inputs of one step, shaped as the model's graph says.
+struct Batch {
+  struct Input {
+    std::string name;
+    DType dtype = DType::f32;
+    int64_t per_example = 0;     // elements of one example
+    std::vector<float> f32;      // f32 inputs: (batch, per_example)
+    std::vector<int32_t> i32;    // i32 inputs and labels: (batch, per_example)
+  };
+  int64_t batch = 0;
+  std::vector<Input> inputs;
+
+  // The buffers of `inputs` of `model`'s graph (dimension 0 is the batch).
+  static Batch for_model(const Model& model);
+  Feeds feeds() const;
+  Input* find(const std::string& name);
+  const std::vector<int32_t>& labels() const;
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual std::string description() const = 0;
+  virtual int64_t train_count() const = 0;
+  virtual int64_t test_count() const = 0;
+  // Fills every input of `batch` with examples[k] in slot k, from the test set
+  // when `test`. The examples are indices below the set's count.
+  virtual Status fill(bool test, std::span<const int64_t> examples, Batch& batch) const = 0;
+};
+
+// Fashion-MNIST as loaded; the model must read (1, 28, 28) images into 10 classes.
+std::unique_ptr<DataSource> fashion_mnist_source(ImageDataset train, ImageDataset test);
+
+// A synthetic data set of `kind` shaped for `model` (whose graph gives the
+// example shapes and whose logits give the classes). Example i is a pure
+// function of (seed, i): the same on every machine, in any order.
+Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model& model,
+                                                     int64_t train_count, int64_t test_count,
+                                                     uint64_t seed);
+
+}  // namespace memfit
