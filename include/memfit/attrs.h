@@ -108,6 +108,15 @@ struct BatchNormAttrs {
   }
 };
 
+// layer_norm, layer_norm_grad: normalization over the last dimension.
+struct LayerNormAttrs {
+  float eps = 1e-5f;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("eps", eps);
+  }
+};
+
 struct ScaleAttrs {
   float alpha = 1.0f;
   template <class F>
@@ -155,6 +164,42 @@ struct SliceAttrs {
     f("start", start);
     f("end", end);
     f("shape", shape);
+  }
+};
+
+// pad, pad_grad: `before` and `after` have one non-negative entry per
+// dimension; pad writes `value` there. pad_grad crops them off again.
+struct PadAttrs {
+  Shape before;
+  Shape after;
+  float value = 0.0f;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("before", before);
+    f("after", after);
+    f("value", value);
+  }
+};
+
+// causal_mask: x (..., Tq, Tk); y[..., i, j] = value where j > i + offset, else x.
+struct CausalMaskAttrs {
+  float value = -1e9f;
+  int64_t offset = 0;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("value", value);
+    f("offset", offset);
+  }
+};
+
+// split: consecutive pieces of `sizes` elements along axis, one output each.
+struct SplitAttrs {
+  int64_t axis = 0;
+  std::vector<int64_t> sizes;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("axis", axis);
+    f("sizes", sizes);
   }
 };
 

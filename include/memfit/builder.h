@@ -59,7 +59,15 @@ class ModelBuilder {
   ValueId conv2d(const std::string& name, ValueId x, int64_t out_channels, int64_t kernel,
                  int64_t stride = 1, int64_t pad = 0, bool bias = true);
   ValueId linear(const std::string& name, ValueId x, int64_t out_features, bool bias = true);
+  // Training: batch statistics, and the running statistics are updated.
+  // Evaluation: batch_norm_inference with the running statistics, read from
+  // the same state values `<name>.running_mean` and `<name>.running_var`.
   ValueId batch_norm(const std::string& name, ValueId x);
+  // ids i32 (...) -> (..., dim): rows of the parameter `<name>.weight` (vocab, dim),
+  // which starts uniform(-1, 1).
+  ValueId embedding(const std::string& name, ValueId ids, int64_t vocab, int64_t dim);
+  // x (..., D) normalized over D; `<name>.weight` starts as ones, `<name>.bias` as zeros.
+  ValueId layer_norm(const std::string& name, ValueId x);
   ValueId relu(ValueId x);
   ValueId max_pool2d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
   ValueId add(ValueId a, ValueId b);

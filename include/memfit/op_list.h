@@ -17,6 +17,10 @@
   MEMFIT_OP(global_avg_pool_grad, ShapeAttrs)          \
   MEMFIT_OP(batch_norm, BatchNormAttrs)                \
   MEMFIT_OP(batch_norm_grad, BatchNormAttrs)           \
+  MEMFIT_OP(batch_norm_inference, BatchNormAttrs)      \
+  MEMFIT_OP(batch_norm_inference_grad, BatchNormAttrs) \
+  MEMFIT_OP(layer_norm, LayerNormAttrs)                \
+  MEMFIT_OP(layer_norm_grad, LayerNormAttrs)           \
   MEMFIT_OP(relu, NoAttrs)                             \
   MEMFIT_OP(relu_grad, NoAttrs)                        \
   MEMFIT_OP(gelu, NoAttrs)                             \
@@ -35,6 +39,13 @@
   MEMFIT_OP(concat, AxisAttrs)                         \
   MEMFIT_OP(slice, SliceAttrs)                         \
   MEMFIT_OP(slice_grad, SliceAttrs)                    \
+  MEMFIT_OP(split, SplitAttrs)                         \
+  MEMFIT_OP(pad, PadAttrs)                             \
+  MEMFIT_OP(pad_grad, PadAttrs)                        \
+  MEMFIT_OP(embedding, NoAttrs)                        \
+  MEMFIT_OP(embedding_grad, ShapeAttrs)                \
+  MEMFIT_OP(causal_mask, CausalMaskAttrs)              \
+  MEMFIT_OP(where, NoAttrs)                            \
   MEMFIT_OP(dropout, DropoutAttrs)                     \
   MEMFIT_OP(softmax, AxisAttrs)                        \
   MEMFIT_OP(softmax_grad, AxisAttrs)                   \

@@ -74,9 +74,8 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
       }
       ctx.output_grads.push_back(grad);
     }
-    // Rules read the gradient of output 0 for single-output ops; multi-output
-    // ops (batch_norm) differentiate output 0 only.
-    if (!ctx.output_grads[0].valid()) continue;
+    // At least one output has a gradient. Rules of multi-output ops handle
+    // missing ones: split fills zeros, batch_norm differentiates output 0 only.
     auto status = info.grad(ctx);
     if (!status.is_ok()) return Status::error("gradient of node '" + node.name + "': " + status.message());
     for (size_t i = 0; i < node.inputs.size(); ++i) {

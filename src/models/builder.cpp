@@ -94,13 +94,31 @@ ValueId ModelBuilder::batch_norm(const std::string& name, ValueId x) {
   const ValueId var = g.add_input(name + ".running_var", TensorType{{channels}, DType::f32}, Role::state);
   model_.init[name + ".running_mean"] = Init{Init::Kind::zeros, 0};
   model_.init[name + ".running_var"] = Init{Init::Kind::ones, 0};
+  if (!training_) {
+    return op(OpKind::batch_norm_inference, {x, gamma, beta, mean, var}, BatchNormAttrs{}, name);
+  }
   const ValueId y = op(OpKind::batch_norm, {x, gamma, beta, mean, var}, BatchNormAttrs{}, name);
-  if (y.valid() && training_) {
+  if (y.valid()) {
     const Node& node = g.node(g.value(y).producer);
     g.add_update(mean, node.outputs[3]);
     g.add_update(var, node.outputs[4]);
   }
   return y;
+}
+
+ValueId ModelBuilder::embedding(const std::string& name, ValueId ids, int64_t vocab, int64_t dim) {
+  if (!ids.valid()) return ids;
+  const ValueId table = parameter(name + ".weight", {vocab, dim}, Init{Init::Kind::uniform, 1.0f});
+  return op(OpKind::embedding, {ids, table}, NoAttrs{}, name);
+}
+
+ValueId ModelBuilder::layer_norm(const std::string& name, ValueId x) {
+  if (!x.valid()) return x;
+  // A scalar x gets a (1) gamma here and is refused by layer_norm's shape inference.
+  const int64_t dim = shape(x).empty() ? 1 : shape(x).back();
+  const ValueId gamma = parameter(name + ".weight", {dim}, Init{Init::Kind::ones, 0});
+  const ValueId beta = parameter(name + ".bias", {dim}, Init{Init::Kind::zeros, 0});
+  return op(OpKind::layer_norm, {x, gamma, beta}, LayerNormAttrs{}, name);
 }
 
 ValueId ModelBuilder::relu(ValueId x) { return op(OpKind::relu, {x}, NoAttrs{}, "relu"); }

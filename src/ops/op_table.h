@@ -82,9 +82,10 @@ class OpTableBuilder {
 void register_linear_ops(OpTableBuilder& table);       // matmul, linear
 void register_conv_ops(OpTableBuilder& table);         // conv2d and its gradients
 void register_pool_ops(OpTableBuilder& table);         // pooling and its gradients
-void register_norm_ops(OpTableBuilder& table);         // batch norm
+void register_norm_ops(OpTableBuilder& table);         // batch norm, layer norm
 void register_eltwise_ops(OpTableBuilder& table);      // activations, add, sub, mul, scale, dropout
 void register_shape_ops(OpTableBuilder& table);        // reshape, transpose, concat, slice, ...
+void register_sequence_ops(OpTableBuilder& table);     // embedding, causal_mask, where
 void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, cross-entropy
 void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill
 void register_optimizer_ops(OpTableBuilder& table);    // sgd_update, adamw_update

@@ -97,6 +97,18 @@ std::vector<OpExample> matmul_examples() {
   }
   out.push_back(ops::example({ops::f32({3, 4}), ops::f32({4, 2})}, MatmulAttrs{}));
   out.push_back(ops::example({ops::f32({2, 3, 4}), ops::f32({5, 4})}, MatmulAttrs{false, true}));
+  // Two batch dimensions, as attention's (batch, heads, T, head_dim) operands have.
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Shape a = ta ? Shape{2, 3, 5, 4} : Shape{2, 3, 4, 5};
+      const Shape b = tb ? Shape{2, 3, 6, 5} : Shape{2, 3, 5, 6};
+      out.push_back(ops::example({ops::f32(a), ops::f32(b)}, MatmulAttrs{ta, tb}));
+    }
+  }
+  for (bool tb : {false, true}) {
+    const Shape b = tb ? Shape{6, 5} : Shape{5, 6};
+    out.push_back(ops::example({ops::f32({2, 3, 4, 5}), ops::f32(b)}, MatmulAttrs{false, tb}));
+  }
   return out;
 }
 

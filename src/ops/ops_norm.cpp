@@ -1,8 +1,9 @@
-// Batch normalization in training mode. The op is stateful: its outputs 3 and 4
+// Normalization. batch_norm (training mode) is stateful: its outputs 3 and 4
 // are the next running statistics, which the model builder registers as updates
 // of its running-statistics inputs. A recomputed clone of the node produces
 // them again, but only the original's outputs are registered, so the state is
-// updated once per step.
+// updated once per step. batch_norm_inference reads the running statistics
+// and updates nothing. layer_norm normalizes over the last dimension.
 #include "ops/grad_context.h"
 #include "ops/op_util.h"
 
@@ -55,6 +56,7 @@ Result<Types> infer_batch_norm_grad(const Types& in, const Attrs&) {
 // Only y carries a gradient: the batch statistics feed the backward pass and
 // the running statistics, neither of which is differentiated.
 Status grad_batch_norm(GradContext& ctx) {
+  if (!ctx.dout(0).valid()) return Status::ok();
   MEMFIT_ASSIGN_OR_RETURN(
       auto grads, ctx.emit_all(OpKind::batch_norm_grad,
                                {ctx.dout(0), ctx.in(0), ctx.in(1), ctx.out(1), ctx.out(2)},
@@ -99,6 +101,114 @@ std::vector<OpExample> batch_norm_grad_examples() {
   return out;
 }
 
+// (x, gamma, beta, running_mean, running_var) -> y
+Result<Types> infer_batch_norm_inference(const Types& in, const Attrs&) {
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  if (in[0].shape.size() != 2 && in[0].shape.size() != 4) {
+    return Status::error("x must be (N, C) or (N, C, H, W), got " + shape_string(in[0].shape));
+  }
+  const int64_t c = in[0].shape[1];
+  const char* names[] = {"gamma", "beta", "running_mean", "running_var"};
+  for (int i = 1; i < 5; ++i) MEMFIT_RETURN_IF_ERROR(expect_channels(in[i], c, names[i - 1]));
+  return Types{in[0]};
+}
+
+// (dy, x, gamma, running_mean, running_var) -> (dx, dgamma, dbeta)
+Result<Types> infer_batch_norm_inference_grad(const Types& in, const Attrs& attrs) {
+  MEMFIT_RETURN_IF_ERROR(
+      infer_batch_norm_inference({in[1], in[2], in[2], in[3], in[4]}, attrs).status());
+  if (in[0] != in[1]) return Status::error("dy and x must have the same type");
+  return Types{in[0], in[2], in[2]};
+}
+
+// The statistics are constants here, so every input but them is differentiated.
+Status grad_batch_norm_inference(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(
+      auto grads,
+      ctx.emit_all(OpKind::batch_norm_inference_grad,
+                   {ctx.dout(0), ctx.in(0), ctx.in(1), ctx.in(3), ctx.in(4)}, ctx.node.attrs));
+  for (size_t i = 0; i < 3; ++i) ctx.input_grads[i] = grads[i];
+  return Status::ok();
+}
+
+// Forward: (x, gamma, beta, running_mean, running_var); gradient: (dy, x,
+// gamma, running_mean, running_var). A batch of one works: nothing is averaged.
+std::vector<OpExample> batch_norm_inference_examples(bool grad) {
+  std::vector<OpExample> out;
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{1, 3}}) {
+    const TensorType c = ops::f32({x[1]});
+    OpExample ex = grad ? ops::example({ops::f32(x), ops::f32(x), c, c, c})
+                        : ops::example({ops::f32(x), c, c, c, c});
+    ex.attrs = BatchNormAttrs{1e-5f, 0.1f};
+    ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
+    if (!grad) ex.wrt = {0, 1, 2};
+    out.push_back(ex);
+  }
+  return out;
+}
+
+Result<int64_t> normalized_size(const TensorType& x) {
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(x, -1, "x"));
+  if (x.shape.empty()) return Status::error("x must be (..., D), got a scalar");
+  return x.shape.back();
+}
+
+// (x (..., D), gamma (D), beta (D)) -> (y (..., D), mean (...), rstd (...))
+Result<Types> infer_layer_norm(const Types& in, const Attrs& attrs) {
+  MEMFIT_ASSIGN_OR_RETURN(int64_t d, normalized_size(in[0]));
+  MEMFIT_RETURN_IF_ERROR(expect_channels(in[1], d, "gamma"));
+  MEMFIT_RETURN_IF_ERROR(expect_channels(in[2], d, "beta"));
+  if (!(std::get<LayerNormAttrs>(attrs).eps > 0.0f)) return Status::error("eps must be positive");
+  const TensorType stats = ops::f32(Shape(in[0].shape.begin(), in[0].shape.end() - 1));
+  return Types{in[0], stats, stats};
+}
+
+// (dy (..., D), x (..., D), gamma (D), mean (...), rstd (...)) -> (dx, dgamma (D), dbeta (D))
+Result<Types> infer_layer_norm_grad(const Types& in, const Attrs& attrs) {
+  MEMFIT_ASSIGN_OR_RETURN(Types fwd, infer_layer_norm({in[1], in[2], in[2]}, attrs));
+  if (in[0] != in[1]) return Status::error("dy and x must have the same type");
+  if (in[3] != fwd[1] || in[4] != fwd[1]) {
+    return Status::error("mean and rstd must be " + shape_string(fwd[1].shape) + ", got " +
+                         shape_string(in[3].shape) + " and " + shape_string(in[4].shape));
+  }
+  return Types{in[0], in[2], in[2]};
+}
+
+// Like batch_norm, only y carries a gradient; the saved mean and rstd feed the
+// backward pass.
+Status grad_layer_norm(GradContext& ctx) {
+  if (!ctx.dout(0).valid()) return Status::ok();
+  MEMFIT_ASSIGN_OR_RETURN(
+      auto grads,
+      ctx.emit_all(OpKind::layer_norm_grad,
+                   {ctx.dout(0), ctx.in(0), ctx.in(1), ctx.out(1), ctx.out(2)}, ctx.node.attrs));
+  for (size_t i = 0; i < 3; ++i) ctx.input_grads[i] = grads[i];
+  return Status::ok();
+}
+
+std::vector<OpExample> layer_norm_examples() {
+  std::vector<OpExample> out;
+  for (const Shape& x : {Shape{2, 3, 4}, Shape{3, 5}, Shape{6}}) {
+    const TensorType d = ops::f32({x.back()});
+    OpExample ex = ops::example({ops::f32(x), d, d}, LayerNormAttrs{1e-5f});
+    ex.of = {0};
+    out.push_back(ex);
+  }
+  return out;
+}
+
+std::vector<OpExample> layer_norm_grad_examples() {
+  std::vector<OpExample> out;
+  for (const Shape& x : {Shape{2, 3, 4}, Shape{3, 5}}) {
+    const TensorType stats = ops::f32(Shape(x.begin(), x.end() - 1));
+    OpExample ex = ops::example({ops::f32(x), ops::f32(x), ops::f32({x.back()}), stats, stats},
+                                LayerNormAttrs{1e-5f});
+    ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
+    out.push_back(ex);
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_norm_ops(OpTableBuilder& table) {
@@ -121,6 +231,37 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_grad.examples = batch_norm_grad_examples;
   bn_grad.emitted_by = {OpKind::batch_norm};
   table.add(bn_grad);
+
+  OpInfo bn_inference = ops::new_op(OpKind::batch_norm_inference, 5, 5);
+  bn_inference.infer = infer_batch_norm_inference;
+  bn_inference.grad = grad_batch_norm_inference;
+  bn_inference.inplace = {{0, 0}};
+  bn_inference.cost = cost_batch_norm;
+  bn_inference.examples = [] { return batch_norm_inference_examples(false); };
+  table.add(bn_inference);
+
+  OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad, 5, 5);
+  bn_inference_grad.infer = infer_batch_norm_inference_grad;
+  bn_inference_grad.inplace = {{0, 0}};
+  bn_inference_grad.cost = cost_batch_norm;
+  bn_inference_grad.examples = [] { return batch_norm_inference_examples(true); };
+  bn_inference_grad.emitted_by = {OpKind::batch_norm_inference};
+  table.add(bn_inference_grad);
+
+  OpInfo ln = ops::new_op(OpKind::layer_norm, 3, 3);
+  ln.infer = infer_layer_norm;
+  ln.grad = grad_layer_norm;
+  ln.cost = cost_batch_norm;
+  ln.examples = layer_norm_examples;
+  table.add(ln);
+
+  OpInfo ln_grad = ops::new_op(OpKind::layer_norm_grad, 5, 5);
+  ln_grad.infer = infer_layer_norm_grad;
+  ln_grad.inplace = {{0, 0}};
+  ln_grad.cost = cost_batch_norm;
+  ln_grad.examples = layer_norm_grad_examples;
+  ln_grad.emitted_by = {OpKind::layer_norm};
+  table.add(ln_grad);
 }
 
 }  // namespace memfit

@@ -1,4 +1,5 @@
-// Data movement: reshape, broadcast_to, transpose, concat, slice and slice_grad.
+// Data movement: reshape, broadcast_to, transpose, concat, slice, split, pad
+// and their gradients.
 #include <algorithm>
 
 #include "ops/grad_context.h"
@@ -95,6 +96,101 @@ Result<Types> infer_slice_grad(const Types& in, const Attrs& attrs) {
   return Types{ops::f32(a.shape)};
 }
 
+// x -> y0, y1, ...: pieces of sizes[i] elements along axis, in order.
+Result<Types> infer_split(const Types& in, const Attrs& attrs) {
+  const auto& a = std::get<SplitAttrs>(attrs);
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  const Shape& x = in[0].shape;
+  if (a.axis < 0 || a.axis >= static_cast<int64_t>(x.size())) {
+    return Status::error("axis " + std::to_string(a.axis) + " is out of range for " +
+                         shape_string(x));
+  }
+  const auto axis = static_cast<size_t>(a.axis);
+  if (a.sizes.empty()) return Status::error("sizes must list at least one piece");
+  int64_t total = 0;
+  Types out;
+  for (int64_t size : a.sizes) {
+    if (size <= 0 || size > x[axis] - total) {
+      return Status::error("sizes " + shape_string(a.sizes) + " must be positive and sum to " +
+                           std::to_string(x[axis]) + ", the extent of axis " +
+                           std::to_string(a.axis) + " of " + shape_string(x));
+    }
+    total += size;
+    Shape y = x;
+    y[axis] = size;
+    out.push_back(ops::f32(y));
+  }
+  if (total != x[axis]) {
+    return Status::error("sizes " + shape_string(a.sizes) + " sum to " + std::to_string(total) +
+                         ", not to " + std::to_string(x[axis]) + ", the extent of axis " +
+                         std::to_string(a.axis) + " of " + shape_string(x));
+  }
+  return out;
+}
+
+Status check_pad(const PadAttrs& a, size_t rank) {
+  if (a.before.size() != rank || a.after.size() != rank) {
+    return Status::error("before " + shape_string(a.before) + " and after " +
+                         shape_string(a.after) + " need one entry per dimension (" +
+                         std::to_string(rank) + ")");
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    if (a.before[d] < 0 || a.after[d] < 0 || a.before[d] > ops::kMaxElements ||
+        a.after[d] > ops::kMaxElements) {
+      return Status::error("before " + shape_string(a.before) + " and after " +
+                           shape_string(a.after) + " must be non-negative and below 2^48");
+    }
+  }
+  return Status::ok();
+}
+
+Result<Types> infer_pad(const Types& in, const Attrs& attrs) {
+  const auto& a = std::get<PadAttrs>(attrs);
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  MEMFIT_RETURN_IF_ERROR(check_pad(a, in[0].shape.size()));
+  Shape y = in[0].shape;
+  for (size_t d = 0; d < y.size(); ++d) y[d] += a.before[d] + a.after[d];
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(y), -1, "the padded output"));
+  return Types{ops::f32(y)};
+}
+
+// dy (x + before + after) -> dx (x): the padding cropped off.
+Result<Types> infer_pad_grad(const Types& in, const Attrs& attrs) {
+  const auto& a = std::get<PadAttrs>(attrs);
+  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "dy"));
+  MEMFIT_RETURN_IF_ERROR(check_pad(a, in[0].shape.size()));
+  Shape x = in[0].shape;
+  for (size_t d = 0; d < x.size(); ++d) {
+    x[d] -= a.before[d] + a.after[d];
+    if (x[d] <= 0) {
+      return Status::error("dy " + shape_string(in[0].shape) + " is no larger than the padding " +
+                           shape_string(a.before) + " + " + shape_string(a.after));
+    }
+  }
+  return Types{ops::f32(x)};
+}
+
+Status grad_split(GradContext& ctx) {
+  const int64_t axis = ctx.attrs<SplitAttrs>().axis;
+  std::vector<ValueId> pieces;
+  for (size_t i = 0; i < ctx.node.outputs.size(); ++i) {
+    ValueId piece = ctx.dout(i);
+    if (!piece.valid()) {
+      MEMFIT_ASSIGN_OR_RETURN(piece,
+                              ctx.emit(OpKind::fill, {}, FillAttrs{0.0f, ctx.shape(ctx.out(i))}));
+    }
+    pieces.push_back(piece);
+  }
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::concat, pieces, AxisAttrs{axis}));
+  return Status::ok();
+}
+
+Status grad_pad(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0],
+                          ctx.emit(OpKind::pad_grad, {ctx.dout(0)}, ctx.node.attrs));
+  return Status::ok();
+}
+
 Status grad_reshape(GradContext& ctx) {
   MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::reshape, {ctx.dout(0)},
                                                        ShapeAttrs{ctx.shape(ctx.in(0))}));
@@ -189,6 +285,36 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   slice_grad.emitted_by = {OpKind::slice};
   table.add(slice_grad);
+
+  OpInfo split = ops::new_op(OpKind::split, 1, 1);
+  split.infer = infer_split;
+  split.grad = grad_split;
+  split.examples = [] {
+    OpExample first_only = ops::example({ops::f32({4, 3})}, SplitAttrs{0, {1, 3}});
+    first_only.of = {1};  // output 0 gets no gradient: the rule fills zeros for it
+    return std::vector<OpExample>{ops::example({ops::f32({2, 5, 3})}, SplitAttrs{1, {1, 3, 1}}),
+                                  first_only, ops::example({ops::f32({2, 4})}, SplitAttrs{1, {4}})};
+  };
+  table.add(split);
+
+  OpInfo pad = ops::new_op(OpKind::pad, 1, 1);
+  pad.infer = infer_pad;
+  pad.grad = grad_pad;
+  pad.examples = [] {
+    return std::vector<OpExample>{
+        ops::example({ops::f32({2, 3, 2})}, PadAttrs{{0, 1, 2}, {1, 0, 1}, 0.0f}),
+        ops::example({ops::f32({3, 4})}, PadAttrs{{0, 0}, {0, 2}, -1.5f})};
+  };
+  table.add(pad);
+
+  OpInfo pad_grad = ops::new_op(OpKind::pad_grad, 1, 1);
+  pad_grad.infer = infer_pad_grad;
+  pad_grad.examples = [] {
+    return std::vector<OpExample>{
+        ops::example({ops::f32({3, 4, 5})}, PadAttrs{{0, 1, 2}, {1, 0, 1}, 0.0f})};
+  };
+  pad_grad.emitted_by = {OpKind::pad};
+  table.add(pad_grad);
 }
 
 }  // namespace memfit

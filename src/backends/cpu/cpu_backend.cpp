@@ -28,6 +28,10 @@ KernelFactory dnnl_factory(OpKind op) {
       return cpu::make_pool_kernel;
     case OpKind::batch_norm:
     case OpKind::batch_norm_grad:
+    case OpKind::batch_norm_inference:
+    case OpKind::batch_norm_inference_grad:
+    case OpKind::layer_norm:
+    case OpKind::layer_norm_grad:
       return cpu::make_norm_kernel;
     case OpKind::matmul:
     case OpKind::linear:

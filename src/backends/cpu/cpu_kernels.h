@@ -13,7 +13,7 @@ namespace memfit::cpu {
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
 // max_pool2d, avg_pool2d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
-// batch_norm, batch_norm_grad
+// batch_norm, batch_norm_inference, layer_norm and their gradients
 std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node);
 // matmul, linear
 std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node);

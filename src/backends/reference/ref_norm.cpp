@@ -1,7 +1,10 @@
-// Reference kernels of batch normalization (training mode) and its gradient.
-// x is (N, C, spatial...) with 0 to 3 spatial dimensions; a channel's m = N S
-// elements are visited as (n, s) with s over the S spatial positions.
+// Reference kernels of batch normalization (training and inference mode), layer
+// normalization and their gradients. For batch norm, x is (N, C, spatial...)
+// with 0 to 3 spatial dimensions; a channel's m = N S elements are visited as
+// (n, s) with s over the S spatial positions. For layer norm, x is (..., D),
+// seen as R = prod(...) rows of D elements.
 #include <cmath>
+#include <vector>
 
 #include "backends/reference/ref_ops.h"
 #include "backends/reference/ref_util.h"
@@ -113,6 +116,139 @@ void ref_batch_norm_grad(const RefCall& call) {
     }
     dgamma[ch] = static_cast<float>(sum_dy_xhat);
     dbeta[ch] = static_cast<float>(sum_dy);
+  }
+}
+
+// y = gamma (x - running_mean) / sqrt(running_var + eps) + beta, elementwise,
+// so y may alias x.
+void ref_batch_norm_inference(const RefCall& call) {
+  const auto& attrs = call.attrs<BatchNormAttrs>();
+  const ChannelView v = channel_view(call.in[0].shape);
+  const float* x = call.in_f32(0);             // (N, C, ...)
+  const float* gamma = call.in_f32(1);         // (C)
+  const float* beta = call.in_f32(2);          // (C)
+  const float* running_mean = call.in_f32(3);  // (C)
+  const float* running_var = call.in_f32(4);   // (C)
+  float* y = call.out_f32(0);                  // (N, C, ...), may be x
+  for (int64_t ch = 0; ch < v.c; ++ch) {
+    const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var[ch]) + attrs.eps);
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const size_t at = v.at(in, ch, s);
+        y[at] = static_cast<float>(
+            gamma[ch] * (x[at] - static_cast<double>(running_mean[ch])) * inv_std + beta[ch]);
+      }
+    }
+  }
+}
+
+// The statistics are constants: dx = dy gamma / sqrt(running_var + eps),
+// dgamma = sum dy xhat, dbeta = sum dy. dx may alias dy: a channel's sums are
+// complete before its dx is written.
+void ref_batch_norm_inference_grad(const RefCall& call) {
+  const auto& attrs = call.attrs<BatchNormAttrs>();
+  const ChannelView v = channel_view(call.in[1].shape);
+  const float* dy = call.in_f32(0);            // (N, C, ...)
+  const float* x = call.in_f32(1);             // (N, C, ...)
+  const float* gamma = call.in_f32(2);         // (C)
+  const float* running_mean = call.in_f32(3);  // (C)
+  const float* running_var = call.in_f32(4);   // (C)
+  float* dx = call.out_f32(0);                 // (N, C, ...), may be dy
+  float* dgamma = call.out_f32(1);             // (C)
+  float* dbeta = call.out_f32(2);              // (C)
+  for (int64_t ch = 0; ch < v.c; ++ch) {
+    const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var[ch]) + attrs.eps);
+    double sum_dy = 0.0;
+    double sum_dy_xhat = 0.0;
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const size_t at = v.at(in, ch, s);
+        sum_dy += dy[at];
+        sum_dy_xhat += dy[at] * ((x[at] - static_cast<double>(running_mean[ch])) * inv_std);
+      }
+    }
+    for (int64_t in = 0; in < v.n; ++in) {
+      for (int64_t s = 0; s < v.spatial; ++s) {
+        const size_t at = v.at(in, ch, s);
+        dx[at] = static_cast<float>(dy[at] * gamma[ch] * inv_std);
+      }
+    }
+    dgamma[ch] = static_cast<float>(sum_dy_xhat);
+    dbeta[ch] = static_cast<float>(sum_dy);
+  }
+}
+
+// Outputs: y (R, D), mean (R), rstd (R) = 1 / sqrt(var + eps), var biased.
+void ref_layer_norm(const RefCall& call) {
+  const auto& attrs = call.attrs<LayerNormAttrs>();
+  const int64_t d = call.in[0].shape.back();
+  const int64_t rows = num_elements(call.in[0].shape) / d;
+  const float* x = call.in_f32(0);      // (R, D)
+  const float* gamma = call.in_f32(1);  // (D)
+  const float* beta = call.in_f32(2);   // (D)
+  float* y = call.out_f32(0);           // (R, D)
+  float* mean_out = call.out_f32(1);    // (R)
+  float* rstd_out = call.out_f32(2);    // (R)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    // Two passes, as in batch norm: no cancellation for a large mean.
+    double sum = 0.0;
+    for (int64_t i = 0; i < d; ++i) sum += xr[i];
+    const double mean = sum / static_cast<double>(d);
+    double square_sum = 0.0;
+    for (int64_t i = 0; i < d; ++i) square_sum += (xr[i] - mean) * (xr[i] - mean);
+    const double rstd = 1.0 / std::sqrt(square_sum / static_cast<double>(d) + attrs.eps);
+    for (int64_t i = 0; i < d; ++i) {
+      y[r * d + i] = static_cast<float>(gamma[i] * (xr[i] - mean) * rstd + beta[i]);
+    }
+    mean_out[r] = static_cast<float>(mean);
+    rstd_out[r] = static_cast<float>(rstd);
+  }
+}
+
+// With xhat = (x - mean) rstd and g = dy gamma, per row:
+//   dx = rstd (g - mean_D(g) - xhat mean_D(g xhat));
+// over all rows: dgamma = sum dy xhat, dbeta = sum dy.
+// dx may alias dy: dgamma and dbeta are complete before any dx is written, and
+// a row's dx overwrites only that row's dy, after its sums are taken.
+void ref_layer_norm_grad(const RefCall& call) {
+  const int64_t d = call.in[1].shape.back();
+  const int64_t rows = num_elements(call.in[1].shape) / d;
+  const float* dy = call.in_f32(0);     // (R, D)
+  const float* x = call.in_f32(1);      // (R, D)
+  const float* gamma = call.in_f32(2);  // (D)
+  const float* mean = call.in_f32(3);   // (R)
+  const float* rstd = call.in_f32(4);   // (R)
+  float* dx = call.out_f32(0);          // (R, D), may be dy
+  float* dgamma = call.out_f32(1);      // (D)
+  float* dbeta = call.out_f32(2);       // (D)
+  auto xhat = [&](int64_t r, int64_t i) {
+    return (x[r * d + i] - static_cast<double>(mean[r])) * rstd[r];
+  };
+  std::vector<double> sum_dy_xhat(static_cast<size_t>(d), 0.0), sum_dy(static_cast<size_t>(d), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < d; ++i) {
+      sum_dy_xhat[static_cast<size_t>(i)] += dy[r * d + i] * xhat(r, i);
+      sum_dy[static_cast<size_t>(i)] += dy[r * d + i];
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum_g = 0.0;
+    double sum_g_xhat = 0.0;
+    for (int64_t i = 0; i < d; ++i) {
+      const double g = static_cast<double>(dy[r * d + i]) * gamma[i];
+      sum_g += g;
+      sum_g_xhat += g * xhat(r, i);
+    }
+    const double n = static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) {
+      const double g = static_cast<double>(dy[r * d + i]) * gamma[i];
+      dx[r * d + i] = static_cast<float>(rstd[r] * (g - sum_g / n - xhat(r, i) * sum_g_xhat / n));
+    }
+  }
+  for (int64_t i = 0; i < d; ++i) {
+    dgamma[i] = static_cast<float>(sum_dy_xhat[static_cast<size_t>(i)]);
+    dbeta[i] = static_cast<float>(sum_dy[static_cast<size_t>(i)]);
   }
 }
 

@@ -26,6 +26,10 @@ void ref_global_avg_pool_grad(const RefCall& call);
 // ref_norm.cpp
 void ref_batch_norm(const RefCall& call);
 void ref_batch_norm_grad(const RefCall& call);
+void ref_batch_norm_inference(const RefCall& call);
+void ref_batch_norm_inference_grad(const RefCall& call);
+void ref_layer_norm(const RefCall& call);
+void ref_layer_norm_grad(const RefCall& call);
 
 // ref_eltwise.cpp
 void ref_relu(const RefCall& call);
@@ -49,6 +53,15 @@ void ref_transpose(const RefCall& call);
 void ref_concat(const RefCall& call);
 void ref_slice(const RefCall& call);
 void ref_slice_grad(const RefCall& call);
+void ref_split(const RefCall& call);
+void ref_pad(const RefCall& call);
+void ref_pad_grad(const RefCall& call);
+
+// ref_sequence.cpp
+void ref_embedding(const RefCall& call);
+void ref_embedding_grad(const RefCall& call);
+void ref_causal_mask(const RefCall& call);
+void ref_where(const RefCall& call);
 
 // ref_softmax.cpp
 void ref_softmax(const RefCall& call);

@@ -1,5 +1,6 @@
 // Reference kernels of the data-movement ops. They only copy elements, so they
 // work on bytes and serve every dtype (f32 activations, i32 labels alike).
+#include <algorithm>
 #include <cstring>
 
 #include "backends/reference/ref_ops.h"
@@ -117,6 +118,84 @@ void ref_slice_grad(const RefCall& call) {
   for (int64_t o = 0; o < dx_view.outer; ++o) {
     copy_elements(dx + static_cast<size_t>((o * dx_view.len + attrs.start) * dx_view.inner) * elem,
                   dy + static_cast<size_t>(o * block) * elem, block, elem);
+  }
+}
+
+// Output k holds elements [start_k, start_k + sizes[k]) along the axis of x,
+// start_k the sum of the sizes before it.
+void ref_split(const RefCall& call) {
+  const int64_t axis = call.attrs<SplitAttrs>().axis;
+  const AxisView x_view = axis_view(call.in[0].shape, axis);
+  const size_t elem = dtype_size(call.in[0].dtype);
+  const char* x = in_bytes(call, 0);
+  int64_t x_start = 0;
+  for (size_t k = 0; k < call.out.size(); ++k) {
+    const AxisView y_view = axis_view(call.out[k].shape, axis);
+    MEMFIT_CHECK(y_view.outer == x_view.outer && y_view.inner == x_view.inner);
+    const int64_t block = y_view.len * y_view.inner;
+    char* y = out_bytes(call, k);
+    for (int64_t o = 0; o < x_view.outer; ++o) {
+      copy_elements(y + static_cast<size_t>(o * block) * elem,
+                    x + static_cast<size_t>((o * x_view.len + x_start) * x_view.inner) * elem,
+                    block, elem);
+    }
+    x_start += y_view.len;
+  }
+  MEMFIT_CHECK(x_start == x_view.len);
+}
+
+// pad and pad_grad are f32 only (the padding value is a float).
+// y = value everywhere, then x copied one innermost row at a time to the
+// offset that `before` gives: row r of x (its coordinates over the outer
+// dimensions) lands at those coordinates + before in y.
+void ref_pad(const RefCall& call) {
+  const auto& attrs = call.attrs<PadAttrs>();
+  const Shape& x_shape = call.in[0].shape;
+  const Shape& y_shape = call.out[0].shape;
+  MEMFIT_CHECK(attrs.before.size() == x_shape.size() && y_shape.size() == x_shape.size());
+  const float* x = call.in_f32(0);
+  float* y = call.out_f32(0);
+  const int64_t y_count = num_elements(y_shape);
+  for (int64_t i = 0; i < y_count; ++i) y[i] = attrs.value;
+  if (x_shape.empty()) {
+    y[0] = x[0];
+    return;
+  }
+  const size_t last = x_shape.size() - 1;
+  const Shape rows(x_shape.begin(), x_shape.end() - 1);  // x's outer dimensions
+  const std::vector<int64_t> y_strides = row_major_strides(y_shape);
+  int64_t origin = 0;  // offset in y of x's first element
+  for (size_t d = 0; d < x_shape.size(); ++d) origin += attrs.before[d] * y_strides[d];
+  const std::vector<int64_t> row_strides(y_strides.begin(), y_strides.end() - 1);
+  const int64_t row_count = num_elements(rows);
+  for (int64_t r = 0; r < row_count; ++r) {
+    std::copy_n(x + r * x_shape[last], x_shape[last],
+                y + origin + strided_offset(r, rows, row_strides));
+  }
+}
+
+// The inverse walk of ref_pad: dx row r is read from dy at the padded offset.
+void ref_pad_grad(const RefCall& call) {
+  const auto& attrs = call.attrs<PadAttrs>();
+  const Shape& dy_shape = call.in[0].shape;
+  const Shape& dx_shape = call.out[0].shape;
+  MEMFIT_CHECK(attrs.before.size() == dx_shape.size() && dy_shape.size() == dx_shape.size());
+  const float* dy = call.in_f32(0);
+  float* dx = call.out_f32(0);
+  if (dx_shape.empty()) {
+    dx[0] = dy[0];
+    return;
+  }
+  const size_t last = dx_shape.size() - 1;
+  const Shape rows(dx_shape.begin(), dx_shape.end() - 1);
+  const std::vector<int64_t> dy_strides = row_major_strides(dy_shape);
+  int64_t origin = 0;
+  for (size_t d = 0; d < dx_shape.size(); ++d) origin += attrs.before[d] * dy_strides[d];
+  const std::vector<int64_t> row_strides(dy_strides.begin(), dy_strides.end() - 1);
+  const int64_t row_count = num_elements(rows);
+  for (int64_t r = 0; r < row_count; ++r) {
+    std::copy_n(dy + origin + strided_offset(r, rows, row_strides), dx_shape[last],
+                dx + r * dx_shape[last]);
   }
 }
 

@@ -40,6 +40,14 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_batch_norm;
     case OpKind::batch_norm_grad:
       return &ref_batch_norm_grad;
+    case OpKind::batch_norm_inference:
+      return &ref_batch_norm_inference;
+    case OpKind::batch_norm_inference_grad:
+      return &ref_batch_norm_inference_grad;
+    case OpKind::layer_norm:
+      return &ref_layer_norm;
+    case OpKind::layer_norm_grad:
+      return &ref_layer_norm_grad;
     case OpKind::relu:
       return &ref_relu;
     case OpKind::relu_grad:
@@ -78,6 +86,20 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_slice;
     case OpKind::slice_grad:
       return &ref_slice_grad;
+    case OpKind::split:
+      return &ref_split;
+    case OpKind::pad:
+      return &ref_pad;
+    case OpKind::pad_grad:
+      return &ref_pad_grad;
+    case OpKind::embedding:
+      return &ref_embedding;
+    case OpKind::embedding_grad:
+      return &ref_embedding_grad;
+    case OpKind::causal_mask:
+      return &ref_causal_mask;
+    case OpKind::where:
+      return &ref_where;
     case OpKind::softmax:
       return &ref_softmax;
     case OpKind::softmax_grad:
