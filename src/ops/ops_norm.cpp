@@ -104,8 +104,9 @@ std::vector<OpExample> batch_norm_grad_examples() {
 // (x, gamma, beta, running_mean, running_var) -> y
 Result<Types> infer_batch_norm_inference(const Types& in, const Attrs&) {
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
-  if (in[0].shape.size() != 2 && in[0].shape.size() != 4) {
-    return Status::error("x must be (N, C) or (N, C, H, W), got " + shape_string(in[0].shape));
+  if (in[0].shape.size() < 2 || in[0].shape.size() > 5) {
+    return Status::error("x must be (N, C) with 0 to 3 spatial dimensions, got " +
+                         shape_string(in[0].shape));
   }
   const int64_t c = in[0].shape[1];
   const char* names[] = {"gamma", "beta", "running_mean", "running_var"};
