@@ -343,6 +343,63 @@ TEST(CpuBackend, GlobalAvgPool) {
   }
 }
 
+struct Pool3dConfig {
+  Shape x;
+  Pool3dAttrs attrs;
+  Fill fill = Fill::normal;
+};
+
+std::vector<Pool3dConfig> pool3d_configs() {
+  return {
+      {{2, 3, 4, 4, 4}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, false}},
+      {{2, 4, 5, 7, 6}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}, false}},
+      {{2, 4, 5, 7, 6}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}, true}},
+      {{1, 3, 3, 5, 6}, {{3, 3, 2}, {2, 1, 2}, {1, 1, 0}, true}},
+      {{1, 2, 3, 4, 4}, {{2, 2, 2}, {1, 1, 1}, {1, 1, 1}, false}},  // y larger than x
+      {{2, 16, 5, 5, 5}, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, false}, Fill::ties},
+      {{2, 3, 4, 6, 6}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, false}, Fill::ties},
+  };
+}
+
+TEST(CpuBackend, MaxPool3d) {
+  for (const Pool3dConfig& p : pool3d_configs()) {
+    check_case({OpKind::max_pool3d, {p.x}, p.attrs, {p.fill}});
+    const Shape y = output_of({OpKind::max_pool3d, {p.x}, p.attrs, {}});
+    check_case({OpKind::max_pool3d_grad, {y, p.x}, p.attrs, {Fill::normal, p.fill}});
+  }
+}
+
+TEST(CpuBackend, AvgPool3d) {
+  for (const Pool3dConfig& p : pool3d_configs()) {
+    check_case({OpKind::avg_pool3d, {p.x}, p.attrs, {}});
+    const Shape y = output_of({OpKind::avg_pool3d, {p.x}, p.attrs, {}});
+    const Pool3dGradAttrs attrs{p.attrs.kernel, p.attrs.stride, p.attrs.pad, p.attrs.include_pad,
+                                p.x};
+    check_case({OpKind::avg_pool3d_grad, {y}, attrs, {}});
+  }
+}
+
+// Nearest and linear, 1 to 3 spatial dimensions, factors of 1 included; 16
+// channels reach oneDNN's vectorized implementations.
+TEST(CpuBackend, Upsample) {
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> configs = {
+      {{2, 3, 5}, {2}},
+      {{2, 4, 7}, {3}},
+      {{2, 3, 4, 5}, {2, 2}},
+      {{1, 16, 6, 7}, {2, 3}},
+      {{2, 2, 3, 3}, {1, 4}},
+      {{1, 3, 3, 4, 5}, {2, 2, 2}},
+      {{1, 16, 3, 3, 3}, {2, 1, 3}},
+  };
+  for (const auto& [x, scale] : configs) {
+    for (const bool linear : {false, true}) {
+      check_case({OpKind::upsample, {x}, UpsampleAttrs{scale, linear, {}}, {}});
+      const Shape y = output_of({OpKind::upsample, {x}, UpsampleAttrs{scale, linear, {}}, {}});
+      check_case({OpKind::upsample_grad, {y}, UpsampleAttrs{scale, linear, x}, {}});
+    }
+  }
+}
+
 TEST(CpuBackend, BatchNorm) {
   const std::vector<Fill> fills = {Fill::normal, Fill::normal, Fill::normal, Fill::normal,
                                    Fill::positive};

@@ -11,6 +11,7 @@ namespace memfit {
 
 using Shape = std::vector<int64_t>;
 using Pair = std::array<int64_t, 2>;
+using Triple = std::array<int64_t, 3>;
 
 struct NoAttrs {
   template <class F>
@@ -94,6 +95,56 @@ struct Pool2dGradAttrs {
     f("stride", stride);
     f("pad", pad);
     f("include_pad", include_pad);
+    f("shape", shape);
+  }
+};
+
+// max_pool3d / avg_pool3d: x (N, C, D, H, W); the fields mean what Pool2dAttrs's
+// do, with one entry per spatial dimension (D, H, W).
+struct Pool3dAttrs {
+  Triple kernel{2, 2, 2};
+  Triple stride{2, 2, 2};
+  Triple pad{0, 0, 0};
+  bool include_pad = false;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("kernel", kernel);
+    f("stride", stride);
+    f("pad", pad);
+    f("include_pad", include_pad);
+  }
+};
+
+// avg_pool3d_grad: `shape` is the shape of the pooled input.
+struct Pool3dGradAttrs {
+  Triple kernel{2, 2, 2};
+  Triple stride{2, 2, 2};
+  Triple pad{0, 0, 0};
+  bool include_pad = false;
+  Shape shape;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("kernel", kernel);
+    f("stride", stride);
+    f("pad", pad);
+    f("include_pad", include_pad);
+    f("shape", shape);
+  }
+};
+
+// upsample: x (N, C, spatial...) with 1 to 3 spatial dimensions, each
+// multiplied by its integer factor in `scale`. Nearest neighbour, or
+// (bi/tri)linear interpolation with align_corners=false when `linear`.
+// upsample_grad uses `shape`, the shape of the upsampled input; upsample
+// leaves it empty.
+struct UpsampleAttrs {
+  std::vector<int64_t> scale;
+  bool linear = false;
+  Shape shape;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("scale", scale);
+    f("linear", linear);
     f("shape", shape);
   }
 };

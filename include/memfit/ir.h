@@ -66,7 +66,8 @@ Result<OpKind> op_from_name(std::string_view name);
 using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, Pool2dAttrs,
                            Pool2dGradAttrs, BatchNormAttrs, ScaleAttrs, ShapeAttrs, PermAttrs,
                            AxisAttrs, SliceAttrs, DropoutAttrs, ReduceAttrs, SgdAttrs, AdamWAttrs,
-                           FillAttrs, LayerNormAttrs, PadAttrs, CausalMaskAttrs, SplitAttrs>;
+                           FillAttrs, LayerNormAttrs, PadAttrs, CausalMaskAttrs, SplitAttrs,
+                           Pool3dAttrs, Pool3dGradAttrs, UpsampleAttrs>;
 // The attribute struct of `op`, default-initialized.
 Attrs default_attrs(OpKind op);
 

@@ -13,6 +13,12 @@
   MEMFIT_OP(max_pool2d_grad, Pool2dAttrs)              \
   MEMFIT_OP(avg_pool2d, Pool2dAttrs)                   \
   MEMFIT_OP(avg_pool2d_grad, Pool2dGradAttrs)          \
+  MEMFIT_OP(max_pool3d, Pool3dAttrs)                   \
+  MEMFIT_OP(max_pool3d_grad, Pool3dAttrs)              \
+  MEMFIT_OP(avg_pool3d, Pool3dAttrs)                   \
+  MEMFIT_OP(avg_pool3d_grad, Pool3dGradAttrs)          \
+  MEMFIT_OP(upsample, UpsampleAttrs)                   \
+  MEMFIT_OP(upsample_grad, UpsampleAttrs)              \
   MEMFIT_OP(global_avg_pool, NoAttrs)                  \
   MEMFIT_OP(global_avg_pool_grad, ShapeAttrs)          \
   MEMFIT_OP(batch_norm, BatchNormAttrs)                \

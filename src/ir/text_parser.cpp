@@ -109,6 +109,12 @@ Status parse_field(std::string_view text, T& field) {
       return Status::error("expected two numbers [a,b], got '" + std::string(text) + "'");
     }
     field = {list[0], list[1]};
+  } else if constexpr (std::is_same_v<T, Triple>) {
+    MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> list, parse_int_list(text));
+    if (list.size() != 3) {
+      return Status::error("expected three numbers [a,b,c], got '" + std::string(text) + "'");
+    }
+    field = {list[0], list[1], list[2]};
   } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
     MEMFIT_ASSIGN_OR_RETURN(field, parse_int_list(text));
   } else {

@@ -18,6 +18,7 @@ const std::array<OpInfo, kNumOps>& table() {
     register_linear_ops(builder);
     register_conv_ops(builder);
     register_pool_ops(builder);
+    register_upsample_ops(builder);
     register_norm_ops(builder);
     register_eltwise_ops(builder);
     register_shape_ops(builder);

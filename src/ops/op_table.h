@@ -82,6 +82,7 @@ class OpTableBuilder {
 void register_linear_ops(OpTableBuilder& table);       // matmul, linear
 void register_conv_ops(OpTableBuilder& table);         // conv2d and its gradients
 void register_pool_ops(OpTableBuilder& table);         // pooling and its gradients
+void register_upsample_ops(OpTableBuilder& table);     // upsample and its gradient
 void register_norm_ops(OpTableBuilder& table);         // batch norm, layer norm
 void register_eltwise_ops(OpTableBuilder& table);      // activations, add, sub, mul, scale, dropout
 void register_shape_ops(OpTableBuilder& table);        // reshape, transpose, concat, slice, ...

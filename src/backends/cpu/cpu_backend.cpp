@@ -25,7 +25,14 @@ KernelFactory dnnl_factory(OpKind op) {
     case OpKind::avg_pool2d_grad:
     case OpKind::global_avg_pool:
     case OpKind::global_avg_pool_grad:
+    case OpKind::max_pool3d:
+    case OpKind::max_pool3d_grad:
+    case OpKind::avg_pool3d:
+    case OpKind::avg_pool3d_grad:
       return cpu::make_pool_kernel;
+    case OpKind::upsample:
+    case OpKind::upsample_grad:
+      return cpu::make_resample_kernel;
     case OpKind::batch_norm:
     case OpKind::batch_norm_grad:
     case OpKind::batch_norm_inference:

@@ -11,8 +11,10 @@ namespace memfit::cpu {
 
 // conv2d, conv2d_grad_input, conv2d_grad_weight
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
-// max_pool2d, avg_pool2d, global_avg_pool and their gradients
+// max_pool2d, avg_pool2d, max_pool3d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
+// upsample, upsample_grad
+std::unique_ptr<Kernel> make_resample_kernel(const Graph& graph, const Node& node);
 // batch_norm, batch_norm_inference, layer_norm and their gradients
 std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node);
 // matmul, linear

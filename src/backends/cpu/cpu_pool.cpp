@@ -1,5 +1,6 @@
-// Max and average pooling and their gradients on oneDNN pooling primitives.
-// global_avg_pool is average pooling with one H x W window.
+// Max and average pooling (2-D and 3-D) and their gradients on oneDNN pooling
+// primitives, which take 4-D and 5-D tensors alike. global_avg_pool is average
+// pooling with one H x W window.
 #include <variant>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -14,7 +15,8 @@ using dnnl::memory;
 
 // Padding is symmetric; oneDNN accepts the floor in the output size. Max
 // pooling never picks padding, and windows never reach past the right padding,
-// so include_pad divides by KH * KW everywhere, as docs/ops.md says.
+// so include_pad divides by the whole window (KH * KW, or KD * KH * KW)
+// everywhere, as docs/ops.md says.
 struct PoolGeometry {
   algorithm alg = algorithm::pooling_max;
   memory::dims kernel;
@@ -22,15 +24,16 @@ struct PoolGeometry {
   memory::dims padding;
 };
 
-// Pool2dAttrs and Pool2dGradAttrs share these fields.
+// Pool2dAttrs, Pool3dAttrs and their Grad forms share these fields; each has
+// one entry per spatial dimension.
 template <class A>
 PoolGeometry geometry(const A& attrs, bool max) {
   const algorithm avg = attrs.include_pad ? algorithm::pooling_avg_include_padding
                                           : algorithm::pooling_avg_exclude_padding;
   return {max ? algorithm::pooling_max : avg,
-          {attrs.kernel[0], attrs.kernel[1]},
-          {attrs.stride[0], attrs.stride[1]},
-          {attrs.pad[0], attrs.pad[1]}};
+          {attrs.kernel.begin(), attrs.kernel.end()},
+          {attrs.stride.begin(), attrs.stride.end()},
+          {attrs.pad.begin(), attrs.pad.end()}};
 }
 
 // One window over the whole x (N, C, H, W).
@@ -45,7 +48,7 @@ dnnl::pooling_forward::primitive_desc forward_pd(dnnl::prop_kind prop, const mem
   return {desc, kernel_attr(), engine()};
 }
 
-// x (N, C, H, W) -> y (N, C, OH, OW).
+// x (N, C, [D,] H, W) -> y (N, C, [OD,] OH, OW).
 std::unique_ptr<Kernel> forward_kernel(const Shape& x_shape, const Shape& y_shape,
                                        const PoolGeometry& g) {
   const memory::desc x = plain_md(x_shape);
@@ -56,7 +59,7 @@ std::unique_ptr<Kernel> forward_kernel(const Shape& x_shape, const Shape& y_shap
   return kernel;
 }
 
-// Average pooling: dy (N, C, OH, OW) -> dx (N, C, H, W).
+// Average pooling: dy (N, C, [OD,] OH, OW) -> dx (N, C, [D,] H, W).
 std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& dx_shape,
                                             const PoolGeometry& g) {
   const memory::desc dy = plain_md(dy_shape);
@@ -69,11 +72,11 @@ std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& 
   return kernel;
 }
 
-// dy (N, C, OH, OW), x (N, C, H, W) -> dx (N, C, H, W). The node has no saved
-// indices, so the kernel runs the forward pass again to get oneDNN's workspace
-// (the argmax of each window), then the backward pass.
-std::unique_ptr<Kernel> max_backward_kernel(const Graph& graph, const Node& node) {
-  const PoolGeometry g = geometry(std::get<Pool2dAttrs>(node.attrs), true);
+// dy (N, C, [OD,] OH, OW), x (N, C, [D,] H, W) -> dx like x. The node has no
+// saved indices, so the kernel runs the forward pass again to get oneDNN's
+// workspace (the argmax of each window), then the backward pass.
+std::unique_ptr<Kernel> max_backward_kernel(const Graph& graph, const Node& node,
+                                            const PoolGeometry& g) {
   const memory::desc dy = plain_md(input_shape(graph, node, 0));
   const memory::desc x = plain_md(input_shape(graph, node, 1));
   const memory::desc dx = plain_md(output_shape(graph, node, 0));
@@ -83,7 +86,7 @@ std::unique_ptr<Kernel> max_backward_kernel(const Graph& graph, const Node& node
   const dnnl::pooling_backward::primitive_desc backward(desc, kernel_attr(), engine(), forward);
 
   auto kernel = std::make_unique<PrimitiveKernel>();
-  // The recomputed y (N, C, OH, OW) is dead before the backward pass writes dx,
+  // The recomputed y (like dy) is dead before the backward pass writes dx,
   // so it lives in dx when it fits (it does unless padding grows the output),
   // which keeps it out of the planned workspace.
   const ArgBuffer y = dy.get_size() <= dx.get_size()
@@ -108,14 +111,25 @@ std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node) {
     case OpKind::avg_pool2d:
       return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
                             geometry(std::get<Pool2dAttrs>(node.attrs), false));
+    case OpKind::max_pool3d:
+      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                            geometry(std::get<Pool3dAttrs>(node.attrs), true));
+    case OpKind::avg_pool3d:
+      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                            geometry(std::get<Pool3dAttrs>(node.attrs), false));
     case OpKind::global_avg_pool:
       return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
                             global_geometry(input_shape(graph, node, 0)));
     case OpKind::max_pool2d_grad:
-      return max_backward_kernel(graph, node);
+      return max_backward_kernel(graph, node, geometry(std::get<Pool2dAttrs>(node.attrs), true));
+    case OpKind::max_pool3d_grad:
+      return max_backward_kernel(graph, node, geometry(std::get<Pool3dAttrs>(node.attrs), true));
     case OpKind::avg_pool2d_grad:
       return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
                                  geometry(std::get<Pool2dGradAttrs>(node.attrs), false));
+    case OpKind::avg_pool3d_grad:
+      return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+                                 geometry(std::get<Pool3dGradAttrs>(node.attrs), false));
     case OpKind::global_avg_pool_grad:
       return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
                                  global_geometry(output_shape(graph, node, 0)));

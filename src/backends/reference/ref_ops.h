@@ -20,8 +20,16 @@ void ref_max_pool2d(const RefCall& call);
 void ref_max_pool2d_grad(const RefCall& call);
 void ref_avg_pool2d(const RefCall& call);
 void ref_avg_pool2d_grad(const RefCall& call);
+void ref_max_pool3d(const RefCall& call);
+void ref_max_pool3d_grad(const RefCall& call);
+void ref_avg_pool3d(const RefCall& call);
+void ref_avg_pool3d_grad(const RefCall& call);
 void ref_global_avg_pool(const RefCall& call);
 void ref_global_avg_pool_grad(const RefCall& call);
+
+// ref_upsample.cpp
+void ref_upsample(const RefCall& call);
+void ref_upsample_grad(const RefCall& call);
 
 // ref_norm.cpp
 void ref_batch_norm(const RefCall& call);

@@ -1,5 +1,8 @@
-// Reference kernels of max, average and global average pooling and their gradients.
+// Reference kernels of max, average (2-D and 3-D) and global average pooling
+// and their gradients.
 #include <algorithm>
+#include <array>
+#include <tuple>
 #include <vector>
 
 #include "backends/reference/ref_ops.h"
@@ -8,148 +11,173 @@
 namespace memfit {
 namespace {
 
-// One (H, W) plane pooled into one (OH, OW) plane; the window of output
-// (oy, ox) covers rows [oy stride - pad, oy stride - pad + kernel), likewise columns.
+// One (D, H, W) volume pooled into one (OD, OH, OW) volume; 2-D pooling is the
+// case D = OD = 1 with a window of depth 1. The window of output (oz, oy, ox)
+// covers depths [oz stride - pad, oz stride - pad + kernel), likewise rows and columns.
 struct PoolGeometry {
   int64_t planes;  // N C
-  int64_t h, w, oh, ow;
-  Pair kernel, stride, pad;
+  std::array<int64_t, 3> in;   // D, H, W
+  std::array<int64_t, 3> out;  // OD, OH, OW
+  Triple kernel, stride, pad;
 
-  int64_t row0(int64_t oy) const { return oy * stride[0] - pad[0]; }
-  int64_t col0(int64_t ox) const { return ox * stride[1] - pad[1]; }
-  bool inside(int64_t row, int64_t col) const { return row >= 0 && row < h && col >= 0 && col < w; }
-  // How many elements of the window of (oy, ox) lie inside the input.
-  int64_t inside_count(int64_t oy, int64_t ox) const {
-    int64_t count = 0;
-    for (int64_t r = 0; r < kernel[0]; ++r) {
-      for (int64_t s = 0; s < kernel[1]; ++s) count += inside(row0(oy) + r, col0(ox) + s);
+  int64_t in_volume() const { return in[0] * in[1] * in[2]; }
+  int64_t out_volume() const { return out[0] * out[1] * out[2]; }
+  int64_t kernel_volume() const { return kernel[0] * kernel[1] * kernel[2]; }
+  // The input offset, within its volume, of element `k` (row-major) of the
+  // window of output `o` (row-major); -1 when it lies in the padding.
+  int64_t window_at(int64_t o, int64_t k) const {
+    int64_t at = 0;
+    for (size_t d = 3; d-- > 0;) {
+      const int64_t pos = (o % out[d]) * stride[d] - pad[d] + k % kernel[d];
+      if (pos < 0 || pos >= in[d]) return -1;
+      o /= out[d];
+      k /= kernel[d];
+      at += pos * (d == 2 ? 1 : d == 1 ? in[2] : in[1] * in[2]);
     }
+    return at;
+  }
+  // How many elements of the window of `o` lie inside the input.
+  int64_t inside_count(int64_t o) const {
+    int64_t count = 0;
+    for (int64_t k = 0; k < kernel_volume(); ++k) count += window_at(o, k) >= 0;
     return count;
   }
 };
 
+// x (N, C, [D,] H, W) pooled into y (N, C, [OD,] OH, OW); A is a 2-D or 3-D pooling struct.
 template <class A>
 PoolGeometry pool_geometry(const Shape& x, const Shape& y, const A& attrs) {
-  MEMFIT_CHECK(x.size() == 4 && y.size() == 4 && x[0] == y[0] && x[1] == y[1]);
-  return {x[0] * x[1], x[2], x[3], y[2], y[3], attrs.kernel, attrs.stride, attrs.pad};
+  constexpr size_t kSpatial = std::tuple_size_v<decltype(attrs.kernel)>;
+  MEMFIT_CHECK(x.size() == kSpatial + 2 && y.size() == kSpatial + 2 && x[0] == y[0] &&
+               x[1] == y[1]);
+  // Leading spatial dimensions a 2-D op lacks are of size 1, with a window of 1.
+  PoolGeometry g{x[0] * x[1], {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}};
+  for (size_t i = 0; i < kSpatial; ++i) {
+    const size_t d = 3 - kSpatial + i;
+    g.in[d] = x[2 + i];
+    g.out[d] = y[2 + i];
+    g.kernel[d] = attrs.kernel[i];
+    g.stride[d] = attrs.stride[i];
+    g.pad[d] = attrs.pad[i];
+  }
+  return g;
 }
 
-// The plane offset of the maximum in the window of (oy, ox): the first one in
+// The volume offset of the maximum in the window of `o`: the first one in
 // row-major window order on ties (strict >), never a padding position.
-int64_t window_argmax(const float* plane, const PoolGeometry& g, int64_t oy, int64_t ox) {
+int64_t window_argmax(const float* volume, const PoolGeometry& g, int64_t o) {
   int64_t best = -1;
-  for (int64_t r = 0; r < g.kernel[0]; ++r) {
-    for (int64_t s = 0; s < g.kernel[1]; ++s) {
-      const int64_t row = g.row0(oy) + r;
-      const int64_t col = g.col0(ox) + s;
-      if (!g.inside(row, col)) continue;
-      const int64_t at = row * g.w + col;
-      if (best < 0 || plane[at] > plane[best]) best = at;
-    }
+  for (int64_t k = 0; k < g.kernel_volume(); ++k) {
+    const int64_t at = g.window_at(o, k);
+    if (at >= 0 && (best < 0 || volume[at] > volume[best])) best = at;
   }
   // Shape inference keeps pad < kernel, so every window meets the input.
   MEMFIT_CHECK(best >= 0);
   return best;
 }
 
-// The divisor of the window of (oy, ox) in average pooling.
-double avg_divisor(const PoolGeometry& g, bool include_pad, int64_t oy, int64_t ox) {
-  const int64_t count = include_pad ? g.kernel[0] * g.kernel[1] : g.inside_count(oy, ox);
+// The divisor of the window of `o` in average pooling.
+double avg_divisor(const PoolGeometry& g, bool include_pad, int64_t o) {
+  const int64_t count = include_pad ? g.kernel_volume() : g.inside_count(o);
   MEMFIT_CHECK(count > 0);
   return static_cast<double>(count);
 }
 
-}  // namespace
-
-void ref_max_pool2d(const RefCall& call) {
-  const PoolGeometry g =
-      pool_geometry(call.in[0].shape, call.out[0].shape, call.attrs<Pool2dAttrs>());
-  const float* x = call.in_f32(0);  // (N, C, H, W)
-  float* y = call.out_f32(0);       // (N, C, OH, OW)
+// x (N, C, [D,] H, W) -> y (N, C, [OD,] OH, OW).
+void max_pool(const PoolGeometry& g, const float* x, float* y) {
   for (int64_t p = 0; p < g.planes; ++p) {
-    const float* plane = x + p * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        y[(p * g.oh + oy) * g.ow + ox] = plane[window_argmax(plane, g, oy, ox)];
-      }
+    const float* volume = x + p * g.in_volume();
+    for (int64_t o = 0; o < g.out_volume(); ++o) {
+      y[p * g.out_volume() + o] = volume[window_argmax(volume, g, o)];
     }
   }
 }
 
 // Each dy goes to the argmax of its window; overlapping windows add up (in double).
-void ref_max_pool2d_grad(const RefCall& call) {
-  const PoolGeometry g =
-      pool_geometry(call.in[1].shape, call.in[0].shape, call.attrs<Pool2dAttrs>());
-  const float* dy = call.in_f32(0);  // (N, C, OH, OW)
-  const float* x = call.in_f32(1);   // (N, C, H, W)
-  float* dx = call.out_f32(0);       // (N, C, H, W)
-  std::vector<double> plane_dx(static_cast<size_t>(g.h * g.w));
+void max_pool_grad(const PoolGeometry& g, const float* dy, const float* x, float* dx) {
+  std::vector<double> volume_dx(static_cast<size_t>(g.in_volume()));
   for (int64_t p = 0; p < g.planes; ++p) {
-    const float* plane = x + p * g.h * g.w;
-    std::fill(plane_dx.begin(), plane_dx.end(), 0.0);
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        plane_dx[static_cast<size_t>(window_argmax(plane, g, oy, ox))] +=
-            dy[(p * g.oh + oy) * g.ow + ox];
-      }
+    const float* volume = x + p * g.in_volume();
+    std::fill(volume_dx.begin(), volume_dx.end(), 0.0);
+    for (int64_t o = 0; o < g.out_volume(); ++o) {
+      volume_dx[static_cast<size_t>(window_argmax(volume, g, o))] += dy[p * g.out_volume() + o];
     }
-    for (size_t i = 0; i < plane_dx.size(); ++i) {
-      dx[static_cast<size_t>(p * g.h * g.w) + i] = static_cast<float>(plane_dx[i]);
+    for (size_t i = 0; i < volume_dx.size(); ++i) {
+      dx[static_cast<size_t>(p * g.in_volume()) + i] = static_cast<float>(volume_dx[i]);
     }
   }
 }
 
-void ref_avg_pool2d(const RefCall& call) {
-  const auto& attrs = call.attrs<Pool2dAttrs>();
-  const PoolGeometry g = pool_geometry(call.in[0].shape, call.out[0].shape, attrs);
-  const float* x = call.in_f32(0);  // (N, C, H, W)
-  float* y = call.out_f32(0);       // (N, C, OH, OW)
+void avg_pool(const PoolGeometry& g, bool include_pad, const float* x, float* y) {
   for (int64_t p = 0; p < g.planes; ++p) {
-    const float* plane = x + p * g.h * g.w;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        double sum = 0.0;
-        for (int64_t r = 0; r < g.kernel[0]; ++r) {
-          for (int64_t s = 0; s < g.kernel[1]; ++s) {
-            const int64_t row = g.row0(oy) + r;
-            const int64_t col = g.col0(ox) + s;
-            if (g.inside(row, col)) sum += plane[row * g.w + col];
-          }
-        }
-        y[(p * g.oh + oy) * g.ow + ox] =
-            static_cast<float>(sum / avg_divisor(g, attrs.include_pad, oy, ox));
+    const float* volume = x + p * g.in_volume();
+    for (int64_t o = 0; o < g.out_volume(); ++o) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < g.kernel_volume(); ++k) {
+        const int64_t at = g.window_at(o, k);
+        if (at >= 0) sum += volume[at];
       }
+      y[p * g.out_volume() + o] = static_cast<float>(sum / avg_divisor(g, include_pad, o));
     }
   }
 }
 
 // Each dy, divided as in the forward pass, goes to every input element of its window.
-void ref_avg_pool2d_grad(const RefCall& call) {
-  const auto& attrs = call.attrs<Pool2dGradAttrs>();
-  const PoolGeometry g = pool_geometry(call.out[0].shape, call.in[0].shape, attrs);
-  const float* dy = call.in_f32(0);  // (N, C, OH, OW)
-  float* dx = call.out_f32(0);       // (N, C, H, W)
-  std::vector<double> plane_dx(static_cast<size_t>(g.h * g.w));
+void avg_pool_grad(const PoolGeometry& g, bool include_pad, const float* dy, float* dx) {
+  std::vector<double> volume_dx(static_cast<size_t>(g.in_volume()));
   for (int64_t p = 0; p < g.planes; ++p) {
-    std::fill(plane_dx.begin(), plane_dx.end(), 0.0);
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        const double share =
-            dy[(p * g.oh + oy) * g.ow + ox] / avg_divisor(g, attrs.include_pad, oy, ox);
-        for (int64_t r = 0; r < g.kernel[0]; ++r) {
-          for (int64_t s = 0; s < g.kernel[1]; ++s) {
-            const int64_t row = g.row0(oy) + r;
-            const int64_t col = g.col0(ox) + s;
-            if (g.inside(row, col)) plane_dx[static_cast<size_t>(row * g.w + col)] += share;
-          }
-        }
+    std::fill(volume_dx.begin(), volume_dx.end(), 0.0);
+    for (int64_t o = 0; o < g.out_volume(); ++o) {
+      const double share = dy[p * g.out_volume() + o] / avg_divisor(g, include_pad, o);
+      for (int64_t k = 0; k < g.kernel_volume(); ++k) {
+        const int64_t at = g.window_at(o, k);
+        if (at >= 0) volume_dx[static_cast<size_t>(at)] += share;
       }
     }
-    for (size_t i = 0; i < plane_dx.size(); ++i) {
-      dx[static_cast<size_t>(p * g.h * g.w) + i] = static_cast<float>(plane_dx[i]);
+    for (size_t i = 0; i < volume_dx.size(); ++i) {
+      dx[static_cast<size_t>(p * g.in_volume()) + i] = static_cast<float>(volume_dx[i]);
     }
   }
 }
+
+// The four kernels of one pooling family: A is Pool2dAttrs or Pool3dAttrs, G its Grad form.
+template <class A>
+void max_pool_kernel(const RefCall& call) {
+  max_pool(pool_geometry(call.in[0].shape, call.out[0].shape, call.attrs<A>()), call.in_f32(0),
+           call.out_f32(0));
+}
+
+// Inputs (dy, x).
+template <class A>
+void max_pool_grad_kernel(const RefCall& call) {
+  max_pool_grad(pool_geometry(call.in[1].shape, call.in[0].shape, call.attrs<A>()), call.in_f32(0),
+                call.in_f32(1), call.out_f32(0));
+}
+
+template <class A>
+void avg_pool_kernel(const RefCall& call) {
+  const A& attrs = call.attrs<A>();
+  avg_pool(pool_geometry(call.in[0].shape, call.out[0].shape, attrs), attrs.include_pad,
+           call.in_f32(0), call.out_f32(0));
+}
+
+template <class G>
+void avg_pool_grad_kernel(const RefCall& call) {
+  const G& attrs = call.attrs<G>();
+  avg_pool_grad(pool_geometry(call.out[0].shape, call.in[0].shape, attrs), attrs.include_pad,
+                call.in_f32(0), call.out_f32(0));
+}
+
+}  // namespace
+
+void ref_max_pool2d(const RefCall& call) { max_pool_kernel<Pool2dAttrs>(call); }
+void ref_max_pool2d_grad(const RefCall& call) { max_pool_grad_kernel<Pool2dAttrs>(call); }
+void ref_avg_pool2d(const RefCall& call) { avg_pool_kernel<Pool2dAttrs>(call); }
+void ref_avg_pool2d_grad(const RefCall& call) { avg_pool_grad_kernel<Pool2dGradAttrs>(call); }
+void ref_max_pool3d(const RefCall& call) { max_pool_kernel<Pool3dAttrs>(call); }
+void ref_max_pool3d_grad(const RefCall& call) { max_pool_grad_kernel<Pool3dAttrs>(call); }
+void ref_avg_pool3d(const RefCall& call) { avg_pool_kernel<Pool3dAttrs>(call); }
+void ref_avg_pool3d_grad(const RefCall& call) { avg_pool_grad_kernel<Pool3dGradAttrs>(call); }
 
 void ref_global_avg_pool(const RefCall& call) {
   const Shape& x_shape = call.in[0].shape;

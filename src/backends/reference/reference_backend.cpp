@@ -32,6 +32,18 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_avg_pool2d;
     case OpKind::avg_pool2d_grad:
       return &ref_avg_pool2d_grad;
+    case OpKind::max_pool3d:
+      return &ref_max_pool3d;
+    case OpKind::max_pool3d_grad:
+      return &ref_max_pool3d_grad;
+    case OpKind::avg_pool3d:
+      return &ref_avg_pool3d;
+    case OpKind::avg_pool3d_grad:
+      return &ref_avg_pool3d_grad;
+    case OpKind::upsample:
+      return &ref_upsample;
+    case OpKind::upsample_grad:
+      return &ref_upsample_grad;
     case OpKind::global_avg_pool:
       return &ref_global_avg_pool;
     case OpKind::global_avg_pool_grad:
