@@ -229,6 +229,31 @@ TEST(SequenceBuilderTest, EmbeddingAndLayerNormLayers) {
   EXPECT_EQ(g.node(g.value(h).producer).op, OpKind::layer_norm);
 }
 
+// The new attribute structs print and parse back (text form of graphs).
+TEST(SequenceTextTest, GraphsWithTheNewOpsRoundTrip) {
+  Graph g;
+  const ValueId ids = g.add_input("ids", TensorType{{2, 3}, DType::i32}, Role::input);
+  const ValueId table = g.add_input("table", TensorType{{5, 4}, DType::f32}, Role::parameter);
+  const ValueId gamma = g.add_input("gamma", TensorType{{4}, DType::f32}, Role::parameter);
+  auto first = [&](OpKind op, std::vector<ValueId> in, Attrs attrs, const char* name) {
+    return g.node(g.add_node(op, std::move(in), std::move(attrs), name).value()).outputs[0];
+  };
+  const ValueId e = first(OpKind::embedding, {ids, table}, NoAttrs{}, "emb");
+  const ValueId n = first(OpKind::layer_norm, {e, gamma, gamma}, LayerNormAttrs{1e-6f}, "ln");
+  const ValueId p = first(OpKind::pad, {n}, PadAttrs{{0, 0, 1}, {0, 0, 0}, -2.5f}, "pad");
+  const ValueId m = first(OpKind::causal_mask, {p}, CausalMaskAttrs{-1e9f, 2}, "mask");
+  const ValueId cond = g.add_input("cond", TensorType{{2, 3, 1}, DType::i32}, Role::input);
+  g.mark_output(first(OpKind::where, {cond, e, e}, NoAttrs{}, "where"));
+  const NodeId split = g.add_node(OpKind::split, {m}, SplitAttrs{2, {2, 3}}, "split").value();
+  for (ValueId out : g.node(split).outputs) g.mark_output(out);
+  const std::string text = print_graph(g);
+  EXPECT_NE(text.find("before=[0,0,1] after=[0,0,0] value=-2.5"), std::string::npos) << text;
+  auto parsed = parse_graph(text);
+  ASSERT_TRUE(parsed.is_ok()) << parsed.message();
+  EXPECT_EQ(print_graph(*parsed), text);
+  EXPECT_TRUE(verify_graph(*parsed).is_ok());
+}
+
 TEST(SequenceShapeTest, ErrorsNameTheProblem) {
   const TensorType x{{2, 4}, DType::f32};
   auto split = infer_types(OpKind::split, {x}, SplitAttrs{1, {1, 2}});
