@@ -59,11 +59,50 @@ TEST(Models, ResNetCifar164HasThePapersParameterCount) {
 TEST(Models, OptionsChangeTheInputAndTheClassifier) {
   auto model = build_model({.name = "resnet50", .batch = 2, .image_size = 64, .classes = 7}, true);
   ASSERT_TRUE(model.is_ok()) << model.message();
-  EXPECT_EQ(model->graph.value(model->images).type.shape, (Shape{2, 3, 64, 64}));
+  EXPECT_EQ(model->graph.value(model->inputs.at(0)).type.shape, (Shape{2, 3, 64, 64}));
   EXPECT_EQ(model->graph.value(model->logits).type.shape, (Shape{2, 7}));
   // 2048 * 7 + 7 in place of 2048 * 1000 + 1000.
   EXPECT_EQ(parameter_count({.name = "resnet50", .batch = 1, .classes = 7}),
             25'557'032 - 2049 * 1000 + 2049 * 7);
+}
+
+// GPT-2 small: the count of Hugging Face's GPT2LMHeadModel with tied
+// embeddings (50257 x 768 tokens, 1024 x 768 positions, 12 layers).
+TEST(Models, GptHasGpt2SmallsParameterCount) {
+  EXPECT_EQ(parameter_count({.name = "gpt", .batch = 1}), 124'439'808);
+}
+
+// The sequence models against formulas written from their papers' layers.
+TEST(Models, SequenceModelParameterCountsFollowTheirLayers) {
+  // An LSTM layer of input In and hidden H: 4H (In + H) weights and 8H biases.
+  const auto lstm = [](int64_t in, int64_t h) { return 4 * h * (in + h) + 8 * h; };
+  const int64_t v = 10000, w = 650;
+  EXPECT_EQ(parameter_count({.name = "lstm-lm", .batch = 1}),
+            v * w + 2 * lstm(w, w) + (w * v + v));
+  const int64_t sv = 50000, sw = 1000;
+  EXPECT_EQ(parameter_count({.name = "seq2seq", .batch = 1}),
+            2 * sv * sw + 8 * lstm(sw, sw) + sw * sw + 2 * sw * sw + (sw * sv + sv));
+  // Transformer base: attention 4 (d^2 + d), feed-forward 2 d 4d + 5d, layer norms 2d each.
+  const int64_t d = 512, tv = 37000, t = 128;
+  const int64_t attention = 4 * (d * d + d), ff = 8 * d * d + 5 * d, ln = 2 * d;
+  EXPECT_EQ(parameter_count({.name = "transformer", .batch = 1}),
+            tv * d + 2 * t * d + 6 * (attention + ff + 2 * ln) + 6 * (2 * attention + ff + 3 * ln));
+}
+
+TEST(Models, SequenceOptionsSetTheShapes) {
+  auto model = build_model(
+      {.name = "gpt", .batch = 3, .depth = 1, .width = 128, .seq_len = 10, .vocab = 50}, true);
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  EXPECT_EQ(model->graph.value(model->inputs.at(0)).type.shape, (Shape{3, 10}));
+  EXPECT_EQ(model->graph.value(model->inputs.at(0)).type.dtype, DType::i32);
+  EXPECT_EQ(model->graph.value(model->logits).type.shape, (Shape{30, 50}));
+  auto bad = build_model({.name = "gpt", .batch = 1, .width = 100}, true);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.message().find("multiple of 64"), std::string::npos) << bad.message();
+  auto no_volume = build_model({.name = "gpt", .batch = 1, .volume = 8}, true);
+  ASSERT_FALSE(no_volume.is_ok());
+  EXPECT_NE(no_volume.message().find("no volume option"), std::string::npos)
+      << no_volume.message();
 }
 
 TEST(Models, BadOptionsAreRefused) {

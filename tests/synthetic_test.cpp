@@ -103,7 +103,9 @@ TEST(Synthetic, TokensFollowAMarkovChain) {
         const int32_t token = tokens[n * 12 + t], next = labels[n * 12 + t];
         ASSERT_GE(token, 0);
         ASSERT_LT(token, 20);
-        if (t + 1 < 12) EXPECT_EQ(next, tokens[n * 12 + t + 1]);
+        if (t + 1 < 12) {
+          EXPECT_EQ(next, tokens[n * 12 + t + 1]);
+        }
         successors[token].insert(next);
       }
     }
@@ -122,7 +124,9 @@ TEST(Synthetic, PairTargetsAreTheReversedSource) {
     for (size_t t = 0; t < 7; ++t) {
       EXPECT_GE(source[n * 7 + t], 1);
       EXPECT_EQ(labels[n * 7 + t], source[n * 7 + 6 - t]);
-      if (t > 0) EXPECT_EQ(target_in[n * 7 + t], labels[n * 7 + t - 1]);
+      if (t > 0) {
+        EXPECT_EQ(target_in[n * 7 + t], labels[n * 7 + t - 1]);
+      }
     }
   }
 }

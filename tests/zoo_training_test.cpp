@@ -71,6 +71,8 @@ void expect_learns(const Case& c) {
   EXPECT_LT(last, c.ratio * first) << o.name << ": first " << first << ", last " << last;
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.options.name; }
+
 class ZooTraining : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ZooTraining, LossFalls) { expect_learns(GetParam()); }
@@ -89,18 +91,19 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{{.name = "lenet", .batch = 16}, sgd(0.02f)},
         Case{{.name = "mlp", .batch = 16}, sgd(0.05f)},
-        Case{{.name = "resnet18", .batch = 4, .image_size = 32, .classes = 10, .width = 8},
-             sgd(0.02f)},
-        Case{{.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 11, .width = 8},
-             sgd(0.02f)},
-        Case{{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 8},
-             sgd(0.005f), 10},
+        Case{{.name = "resnet18", .batch = 8, .image_size = 32, .classes = 10, .width = 8},
+             adamw(0.003f)},
+        Case{{.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 11, .width = 8},
+             adamw(0.003f)},
+        // Without batch norm, vgg16 needs some 25 steps before its loss moves.
+        Case{{.name = "vgg16", .batch = 8, .image_size = 32, .classes = 4, .width = 8},
+             adamw(0.0005f), 45, 0.85f},
         Case{{.name = "lstm-lm", .batch = 8, .depth = 2, .width = 32, .seq_len = 8, .vocab = 16},
              adamw(0.01f), 30},
         Case{{.name = "seq2seq", .batch = 8, .depth = 1, .width = 32, .seq_len = 6, .vocab = 16},
              adamw(0.01f), 30},
         Case{{.name = "gpt", .batch = 4, .depth = 2, .width = 32, .seq_len = 8, .vocab = 16},
-             adamw(0.01f), 30},
+             adamw(0.01f), 40},
         Case{{.name = "transformer", .batch = 4, .depth = 1, .width = 32, .seq_len = 6,
               .vocab = 16},
              adamw(0.01f), 30},

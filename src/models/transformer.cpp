@@ -9,7 +9,7 @@
 //   one vocabulary shared by source, target and output projection (the
 //   embeddings scaled by sqrt(width)), dropout 0.1; positions are learned
 //   embeddings instead of the paper's sinusoids.
-// Heads are width / 64 (at least 1, and they must divide the width).
+// Heads are width / 64 of 64 each; a width below 64 is one head.
 #include <cmath>
 
 #include "models/zoo.h"
@@ -83,7 +83,7 @@ ValueId embed(ModelBuilder& b, ValueId table, ValueId positions, ValueId tokens,
 Result<Sizes> sizes_of(const ModelOptions& o) {
   if (o.vocab < 2) return Status::error(o.name + ": --vocab must be at least 2");
   const int64_t heads = std::max<int64_t>(1, o.width / 64);
-  if (o.width % heads != 0) {
+  if (o.width > 64 && o.width % 64 != 0) {
     return Status::error(o.name + ": the width (" + std::to_string(o.width) +
                          ") must be a multiple of 64 or below 64");
   }

@@ -1,6 +1,8 @@
 // VGG-16 (Simonyan and Zisserman 2015, configuration D) as torchvision's
 // vgg16: 13 3x3 convolutions with bias and ReLU in five blocks, each ended by
 // a 2x2 max pool, then 25088 -> 4096 -> 4096 -> 1000 with ReLU and dropout.
+#include <cmath>
+
 #include "models/zoo.h"
 
 namespace memfit {
@@ -26,11 +28,30 @@ Result<Model> build_vgg16(const ModelOptions& options, bool training) {
     x = b.max_pool2d(x, 2, 2);
     ++index;
   }
-  // (N, 8 width, S/32, S/32) -> (N, classes)
-  x = b.dropout(b.relu(b.linear("classifier.0", b.flatten(x), 4096)), 0.5f);
-  x = b.dropout(b.relu(b.linear("classifier.3", x, 4096)), 0.5f);
+  // (N, 8 width, S/32, S/32) -> (N, classes), hidden layers 64 width wide (4096).
+  const int64_t hidden = 64 * options.width;
+  x = b.dropout(b.relu(b.linear("classifier.0", b.flatten(x), hidden)), 0.5f);
+  x = b.dropout(b.relu(b.linear("classifier.3", x, hidden)), 0.5f);
   b.cross_entropy(b.linear("classifier.6", x, options.classes), labels);
-  return b.finish();
+  MEMFIT_ASSIGN_OR_RETURN(Model model, b.finish());
+  // torchvision's initialization (without batch norm, the default one lets the
+  // signal vanish over 16 layers): convolution weights Kaiming-normal with
+  // fan_out and linear weights normal(0, 0.01), here uniform with the same
+  // variance; biases zero.
+  for (const ValueId p : model.params) {
+    const Value& v = model.graph.value(p);
+    Init& init = model.init[v.name];
+    const Shape& shape = v.type.shape;
+    if (shape.size() == 1) {
+      init = Init{Init::Kind::zeros, 0};
+    } else if (shape.size() == 4) {
+      const double fan_out = static_cast<double>(shape[0] * shape[2] * shape[3]);
+      init = Init{Init::Kind::uniform, static_cast<float>(std::sqrt(6.0 / fan_out))};
+    } else {
+      init = Init{Init::Kind::uniform, static_cast<float>(0.01 * std::sqrt(3.0))};
+    }
+  }
+  return model;
 }
 
 }  // namespace memfit

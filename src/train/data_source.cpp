@@ -2,6 +2,7 @@
 #include "train/data_source.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/check.h"
 
@@ -37,7 +38,11 @@ Feeds Batch::feeds() const {
 }
 
 Batch::Input* Batch::find(const std::string& name) {
-  for (Input& in : inputs) {
+  return const_cast<Input*>(std::as_const(*this).find(name));
+}
+
+const Batch::Input* Batch::find(const std::string& name) const {
+  for (const Input& in : inputs) {
     if (in.name == name) return &in;
   }
   return nullptr;

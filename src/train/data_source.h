@@ -30,6 +30,7 @@ struct Batch {
   static Batch for_model(const Model& model);
   Feeds feeds() const;
   Input* find(const std::string& name);
+  const Input* find(const std::string& name) const;
   const std::vector<int32_t>& labels() const;
 };
 
