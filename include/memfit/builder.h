@@ -47,7 +47,8 @@ class ModelBuilder {
   ValueId batch_norm(const std::string& name, ValueId x);
   ValueId relu(ValueId x);
   ValueId max_pool2d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
-  // x (N, C, D, H, W); the same kernel, stride and pad along D, H and W.
+  // x (N, C, D, H, W); the same kernel, stride and pad along D, H and W. Average
+  // pooling divides by the window elements inside the input (padding excluded).
   ValueId max_pool3d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
   ValueId avg_pool3d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
   // x (N, C, spatial...) with 1 to 3 spatial dimensions, each multiplied by
