@@ -198,6 +198,25 @@ TEST(IrTextTest, RoundTripsEveryExampleOfEveryOp) {
   expect_round_trip(graph);
 }
 
+// Triple fields (3-D windows) print as three numbers and parse back.
+TEST(IrTextTest, RoundTripsTriples) {
+  Graph g;
+  const ValueId x = g.add_input("x", {{1, 2, 4, 6, 8}, DType::f32}, Role::input);
+  const ValueId pool =
+      output_of(g, g.add_node(OpKind::max_pool3d, {x},
+                              Pool3dAttrs{{2, 3, 2}, {2, 3, 2}, {0, 1, 0}, false}, "pool"));
+  g.mark_output(
+      output_of(g, g.add_node(OpKind::upsample, {pool}, UpsampleAttrs{{2, 3, 2}, true, {}}, "up")));
+  const std::string text = print_graph(g);
+  EXPECT_NE(text.find("node pool = max_pool3d(%x) {kernel=[2,3,2] stride=[2,3,2] pad=[0,1,0] "
+                      "include_pad=false} -> %pool f32[1,2,2,2,4] activation\n"
+                      "node up = upsample(%pool) {scale=[2,3,2] linear=true shape=[]} -> %up "
+                      "f32[1,2,4,6,8] activation\n"),
+            std::string::npos)
+      << text;
+  expect_round_trip(g);
+}
+
 TEST(IrTextTest, RoundTripsATrainingStep) {
   const Graph graph = training_step_graph();
   ASSERT_TRUE(verify_graph(graph).is_ok()) << verify_graph(graph).message();
@@ -381,6 +400,8 @@ TEST(IrTextTest, ReportsMalformedTextWithTheLine) {
        "attribute 'axis': bad number '1x' (expected an integer)"},
       {head + "node a = max_pool2d(%x) {kernel=[2]}" + relu_out,
        "attribute 'kernel': expected two numbers [a,b], got '[2]'"},
+      {head + "node a = max_pool3d(%x) {stride=[2,2]}" + relu_out,
+       "attribute 'stride': expected three numbers [a,b,c], got '[2,2]'"},
       {head + "node a = max_pool2d(%x) {kernel=2}" + relu_out,
        "attribute 'kernel': expected a list like [1,2], got '2'"},
       {head + "node a = transpose(%x) {perm=[1,x]}" + relu_out,

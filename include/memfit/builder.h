@@ -70,6 +70,13 @@ class ModelBuilder {
   ValueId layer_norm(const std::string& name, ValueId x);
   ValueId relu(ValueId x);
   ValueId max_pool2d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
+  // x (N, C, D, H, W); the same kernel, stride and pad along D, H and W. Average
+  // pooling divides by the window elements inside the input (padding excluded).
+  ValueId max_pool3d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
+  ValueId avg_pool3d(ValueId x, int64_t kernel, int64_t stride, int64_t pad = 0);
+  // x (N, C, spatial...) with 1 to 3 spatial dimensions, each multiplied by
+  // `factor`: nearest neighbour, or (bi/tri)linear (align_corners=false) when `linear`.
+  ValueId upsample(ValueId x, int64_t factor, bool linear);
   ValueId add(ValueId a, ValueId b);
   ValueId global_avg_pool(ValueId x);  // (N, C, H, W) -> (N, C, 1, 1)
   ValueId flatten(ValueId x);  // (N, ...) -> (N, rest)

@@ -128,6 +128,27 @@ ValueId ModelBuilder::max_pool2d(ValueId x, int64_t kernel, int64_t stride, int6
             Pool2dAttrs{{kernel, kernel}, {stride, stride}, {pad, pad}, false}, "max_pool");
 }
 
+ValueId ModelBuilder::max_pool3d(ValueId x, int64_t kernel, int64_t stride, int64_t pad) {
+  return op(OpKind::max_pool3d, {x},
+            Pool3dAttrs{{kernel, kernel, kernel}, {stride, stride, stride}, {pad, pad, pad}, false},
+            "max_pool3d");
+}
+
+// Padding is excluded from the divisor (PyTorch's count_include_pad=False).
+ValueId ModelBuilder::avg_pool3d(ValueId x, int64_t kernel, int64_t stride, int64_t pad) {
+  return op(OpKind::avg_pool3d, {x},
+            Pool3dAttrs{{kernel, kernel, kernel}, {stride, stride, stride}, {pad, pad, pad}, false},
+            "avg_pool3d");
+}
+
+ValueId ModelBuilder::upsample(ValueId x, int64_t factor, bool linear) {
+  if (!x.valid()) return x;
+  // One factor per spatial dimension; shape inference rejects ranks other than 3 to 5.
+  const size_t spatial = shape(x).size() > 2 ? shape(x).size() - 2 : 0;
+  return op(OpKind::upsample, {x}, UpsampleAttrs{std::vector<int64_t>(spatial, factor), linear, {}},
+            "upsample");
+}
+
 ValueId ModelBuilder::add(ValueId a, ValueId b) {
   return op(OpKind::add, {a, b}, NoAttrs{}, "add");
 }

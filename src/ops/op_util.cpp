@@ -65,7 +65,10 @@ Result<int64_t> normalize_axis(int64_t axis, size_t rank) {
 }
 
 int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation) {
-  return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  const int64_t span = in + 2 * pad - dilation * (k - 1) - 1;
+  // Division truncates toward zero: a window larger than the padded input by
+  // less than the stride would otherwise count as one output.
+  return span < 0 ? 0 : span / stride + 1;
 }
 
 Result<Types> same_as_input(const Types& in, const Attrs&) {

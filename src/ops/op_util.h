@@ -28,7 +28,8 @@ Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 bool broadcasts_to(const Shape& from, const Shape& to);
 // An axis in [-rank, rank) made non-negative; error if out of range.
 Result<int64_t> normalize_axis(int64_t axis, size_t rank);
-// Output size of a sliding window: (in + 2 pad - dilation (k - 1) - 1) / stride + 1.
+// Output size of a sliding window: (in + 2 pad - dilation (k - 1) - 1) / stride + 1,
+// or 0 when the (dilated) window is larger than the padded input.
 int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation);
 
 // Common shape rules.

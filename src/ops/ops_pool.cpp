@@ -189,8 +189,7 @@ Cost window_cost(const Types& in, const Types& out, const Attrs& attrs) {
   Cost cost;
   cost.flops = window * static_cast<double>(num_elements(kGrad ? in[0].shape : out[0].shape));
   for (const auto* list : {&in, &out}) {
-    for (const TensorType& t : *list)
-      cost.bytes += 4.0 * static_cast<double>(num_elements(t.shape));
+    for (const TensorType& t : *list) cost.bytes += 4.0 * num_elements(t.shape);
   }
   return cost;
 }

@@ -23,23 +23,26 @@ struct PoolGeometry {
   int64_t in_volume() const { return in[0] * in[1] * in[2]; }
   int64_t out_volume() const { return out[0] * out[1] * out[2]; }
   int64_t kernel_volume() const { return kernel[0] * kernel[1] * kernel[2]; }
-  // The input offset, within its volume, of element `k` (row-major) of the
-  // window of output `o` (row-major); -1 when it lies in the padding.
-  int64_t window_at(int64_t o, int64_t k) const {
-    int64_t at = 0;
-    for (size_t d = 3; d-- > 0;) {
-      const int64_t pos = (o % out[d]) * stride[d] - pad[d] + k % kernel[d];
-      if (pos < 0 || pos >= in[d]) return -1;
-      o /= out[d];
-      k /= kernel[d];
-      at += pos * (d == 2 ? 1 : d == 1 ? in[2] : in[1] * in[2]);
+  // Calls f(input offset within the volume) for each element of the window of
+  // output `o` (row-major over OD, OH, OW) that lies inside the input, in
+  // row-major window order.
+  template <class F>
+  void for_each_in_window(int64_t o, F&& f) const {
+    const int64_t z0 = o / (out[1] * out[2]) * stride[0] - pad[0];
+    const int64_t y0 = o / out[2] % out[1] * stride[1] - pad[1];
+    const int64_t x0 = o % out[2] * stride[2] - pad[2];
+    for (int64_t z = std::max<int64_t>(z0, 0); z < std::min(z0 + kernel[0], in[0]); ++z) {
+      for (int64_t y = std::max<int64_t>(y0, 0); y < std::min(y0 + kernel[1], in[1]); ++y) {
+        for (int64_t x = std::max<int64_t>(x0, 0); x < std::min(x0 + kernel[2], in[2]); ++x) {
+          f((z * in[1] + y) * in[2] + x);
+        }
+      }
     }
-    return at;
   }
   // How many elements of the window of `o` lie inside the input.
   int64_t inside_count(int64_t o) const {
     int64_t count = 0;
-    for (int64_t k = 0; k < kernel_volume(); ++k) count += window_at(o, k) >= 0;
+    for_each_in_window(o, [&](int64_t) { ++count; });
     return count;
   }
 };
@@ -67,10 +70,9 @@ PoolGeometry pool_geometry(const Shape& x, const Shape& y, const A& attrs) {
 // row-major window order on ties (strict >), never a padding position.
 int64_t window_argmax(const float* volume, const PoolGeometry& g, int64_t o) {
   int64_t best = -1;
-  for (int64_t k = 0; k < g.kernel_volume(); ++k) {
-    const int64_t at = g.window_at(o, k);
-    if (at >= 0 && (best < 0 || volume[at] > volume[best])) best = at;
-  }
+  g.for_each_in_window(o, [&](int64_t at) {
+    if (best < 0 || volume[at] > volume[best]) best = at;
+  });
   // Shape inference keeps pad < kernel, so every window meets the input.
   MEMFIT_CHECK(best >= 0);
   return best;
@@ -113,10 +115,7 @@ void avg_pool(const PoolGeometry& g, bool include_pad, const float* x, float* y)
     const float* volume = x + p * g.in_volume();
     for (int64_t o = 0; o < g.out_volume(); ++o) {
       double sum = 0.0;
-      for (int64_t k = 0; k < g.kernel_volume(); ++k) {
-        const int64_t at = g.window_at(o, k);
-        if (at >= 0) sum += volume[at];
-      }
+      g.for_each_in_window(o, [&](int64_t at) { sum += volume[at]; });
       y[p * g.out_volume() + o] = static_cast<float>(sum / avg_divisor(g, include_pad, o));
     }
   }
@@ -129,10 +128,7 @@ void avg_pool_grad(const PoolGeometry& g, bool include_pad, const float* dy, flo
     std::fill(volume_dx.begin(), volume_dx.end(), 0.0);
     for (int64_t o = 0; o < g.out_volume(); ++o) {
       const double share = dy[p * g.out_volume() + o] / avg_divisor(g, include_pad, o);
-      for (int64_t k = 0; k < g.kernel_volume(); ++k) {
-        const int64_t at = g.window_at(o, k);
-        if (at >= 0) volume_dx[static_cast<size_t>(at)] += share;
-      }
+      g.for_each_in_window(o, [&](int64_t at) { volume_dx[static_cast<size_t>(at)] += share; });
     }
     for (size_t i = 0; i < volume_dx.size(); ++i) {
       dx[static_cast<size_t>(p * g.in_volume()) + i] = static_cast<float>(volume_dx[i]);

@@ -42,7 +42,7 @@ std::vector<Taps> dimension_taps(int64_t n, int64_t s, bool linear) {
 }
 
 // x (N, C, S1[, S2[, S3]]) seen as planes of (D, H, W) volumes; dimensions a
-// 1-D or 2-D tensor lacks lead with size 1 and factor 1 (taps of weights 1 and 0).
+// 1-D or 2-D tensor lacks lead with size 1 and factor 1 (weight 1 on its element).
 struct UpsampleGeometry {
   int64_t planes = 1;            // N C
   std::array<int64_t, 3> in{};   // D, H, W
