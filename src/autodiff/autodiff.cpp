@@ -18,8 +18,9 @@
 namespace memfit {
 namespace {
 
-// Sums the contributions to one value's gradient.
-Result<ValueId> sum_contributions(Graph& graph, const std::string& value_name,
+// Sums the contributions to one value's gradient. The name is a copy: adding
+// nodes may move the graph's values, and with them a name read from one.
+Result<ValueId> sum_contributions(Graph& graph, std::string value_name,
                                   const std::vector<ValueId>& parts) {
   ValueId total = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
