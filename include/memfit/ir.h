@@ -66,7 +66,8 @@ Result<OpKind> op_from_name(std::string_view name);
 using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, Pool2dAttrs,
                            Pool2dGradAttrs, BatchNormAttrs, ScaleAttrs, ShapeAttrs, PermAttrs,
                            AxisAttrs, SliceAttrs, DropoutAttrs, ReduceAttrs, SgdAttrs, AdamWAttrs,
-                           FillAttrs>;
+                           FillAttrs, Conv3dAttrs, Conv3dGradAttrs, ConvTranspose2dAttrs,
+                           ConvTranspose3dAttrs>;
 // The attribute struct of `op`, default-initialized.
 Attrs default_attrs(OpKind op);
 
