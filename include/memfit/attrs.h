@@ -13,6 +13,13 @@ using Shape = std::vector<int64_t>;
 using Pair = std::array<int64_t, 2>;
 using Triple = std::array<int64_t, 3>;
 
+// True for Pair, Triple and other fixed-size integer fields, which the text
+// form writes as a list of exactly that many numbers.
+template <class T>
+inline constexpr bool kIsIntArray = false;
+template <size_t N>
+inline constexpr bool kIsIntArray<std::array<int64_t, N>> = true;
+
 struct NoAttrs {
   template <class F>
   void visit_fields(F&&) {}
@@ -63,6 +70,77 @@ struct Conv2dGradAttrs {
     f("groups", groups);
     f("shape", shape);
     f("bias", bias);
+  }
+};
+
+// conv3d: x (N, C, D, H, W), w (O, C/groups, KD, KH, KW), optional b (O); symmetric padding.
+struct Conv3dAttrs {
+  Triple stride{1, 1, 1};
+  Triple pad{0, 0, 0};
+  Triple dilation{1, 1, 1};
+  int64_t groups = 1;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("stride", stride);
+    f("pad", pad);
+    f("dilation", dilation);
+    f("groups", groups);
+  }
+};
+
+// The gradient ops of conv3d, as Conv2dGradAttrs are those of conv2d.
+struct Conv3dGradAttrs {
+  Triple stride{1, 1, 1};
+  Triple pad{0, 0, 0};
+  Triple dilation{1, 1, 1};
+  int64_t groups = 1;
+  Shape shape;
+  bool bias = false;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("stride", stride);
+    f("pad", pad);
+    f("dilation", dilation);
+    f("groups", groups);
+    f("shape", shape);
+    f("bias", bias);
+  }
+};
+
+// conv_transpose2d: x (N, C, H, W), w (C, O/groups, KH, KW) (PyTorch's layout),
+// optional b (O) -> y (N, O, OH, OW), OH = (H - 1) stride - 2 pad + dilation (KH - 1)
+// + output_padding + 1. output_padding only lengthens the output at its end and
+// must be smaller than the stride or the dilation.
+struct ConvTranspose2dAttrs {
+  Pair stride{1, 1};
+  Pair pad{0, 0};
+  Pair output_padding{0, 0};
+  Pair dilation{1, 1};
+  int64_t groups = 1;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("stride", stride);
+    f("pad", pad);
+    f("output_padding", output_padding);
+    f("dilation", dilation);
+    f("groups", groups);
+  }
+};
+
+// conv_transpose3d: as conv_transpose2d with x (N, C, D, H, W), w (C, O/groups, KD, KH, KW).
+struct ConvTranspose3dAttrs {
+  Triple stride{1, 1, 1};
+  Triple pad{0, 0, 0};
+  Triple output_padding{0, 0, 0};
+  Triple dilation{1, 1, 1};
+  int64_t groups = 1;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("stride", stride);
+    f("pad", pad);
+    f("output_padding", output_padding);
+    f("dilation", dilation);
+    f("groups", groups);
   }
 };
 

@@ -58,6 +58,15 @@ class ModelBuilder {
   // as PyTorch's defaults do: uniform(+-1/sqrt(fan_in)).
   ValueId conv2d(const std::string& name, ValueId x, int64_t out_channels, int64_t kernel,
                  int64_t stride = 1, int64_t pad = 0, bool bias = true);
+  // x (N, C, D, H, W), a cubic kernel.
+  ValueId conv3d(const std::string& name, ValueId x, int64_t out_channels, int64_t kernel,
+                 int64_t stride = 1, int64_t pad = 0, bool bias = true);
+  // Transposed convolutions (PyTorch's ConvTranspose2d/3d, no output padding):
+  // weight (C, O, K...), so the output side is stride * (S - 1) - 2 pad + kernel.
+  ValueId conv_transpose2d(const std::string& name, ValueId x, int64_t out_channels, int64_t kernel,
+                           int64_t stride = 1, int64_t pad = 0, bool bias = true);
+  ValueId conv_transpose3d(const std::string& name, ValueId x, int64_t out_channels, int64_t kernel,
+                           int64_t stride = 1, int64_t pad = 0, bool bias = true);
   ValueId linear(const std::string& name, ValueId x, int64_t out_features, bool bias = true);
   // Training: batch statistics, and the running statistics are updated.
   // Evaluation: batch_norm_inference with the running statistics, read from

@@ -67,7 +67,8 @@ using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, P
                            Pool2dGradAttrs, BatchNormAttrs, ScaleAttrs, ShapeAttrs, PermAttrs,
                            AxisAttrs, SliceAttrs, DropoutAttrs, ReduceAttrs, SgdAttrs, AdamWAttrs,
                            FillAttrs, LayerNormAttrs, PadAttrs, CausalMaskAttrs, SplitAttrs,
-                           Pool3dAttrs, Pool3dGradAttrs, UpsampleAttrs>;
+                           Pool3dAttrs, Pool3dGradAttrs, UpsampleAttrs, Conv3dAttrs,
+                           Conv3dGradAttrs, ConvTranspose2dAttrs, ConvTranspose3dAttrs>;
 // The attribute struct of `op`, default-initialized.
 Attrs default_attrs(OpKind op);
 

@@ -9,6 +9,11 @@
   MEMFIT_OP(conv2d, Conv2dAttrs)                       \
   MEMFIT_OP(conv2d_grad_input, Conv2dGradAttrs)        \
   MEMFIT_OP(conv2d_grad_weight, Conv2dGradAttrs)       \
+  MEMFIT_OP(conv3d, Conv3dAttrs)                       \
+  MEMFIT_OP(conv3d_grad_input, Conv3dGradAttrs)        \
+  MEMFIT_OP(conv3d_grad_weight, Conv3dGradAttrs)       \
+  MEMFIT_OP(conv_transpose2d, ConvTranspose2dAttrs)    \
+  MEMFIT_OP(conv_transpose3d, ConvTranspose3dAttrs)    \
   MEMFIT_OP(max_pool2d, Pool2dAttrs)                   \
   MEMFIT_OP(max_pool2d_grad, Pool2dAttrs)              \
   MEMFIT_OP(avg_pool2d, Pool2dAttrs)                   \

@@ -103,18 +103,15 @@ Status parse_field(std::string_view text, T& field) {
     const std::optional<T> number = parse_number<T>(text);
     if (!number) return Status::error(bad_number<T>(text));
     field = *number;
-  } else if constexpr (std::is_same_v<T, Pair>) {
+  } else if constexpr (kIsIntArray<T>) {
     MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> list, parse_int_list(text));
-    if (list.size() != 2) {
-      return Status::error("expected two numbers [a,b], got '" + std::string(text) + "'");
+    static_assert(std::tuple_size_v<T> == 2 || std::tuple_size_v<T> == 3);
+    if (list.size() != field.size()) {
+      const char* expected = field.size() == 2 ? "two numbers [a,b]" : "three numbers [a,b,c]";
+      return Status::error("expected " + std::string(expected) + ", got '" + std::string(text) +
+                           "'");
     }
-    field = {list[0], list[1]};
-  } else if constexpr (std::is_same_v<T, Triple>) {
-    MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> list, parse_int_list(text));
-    if (list.size() != 3) {
-      return Status::error("expected three numbers [a,b,c], got '" + std::string(text) + "'");
-    }
-    field = {list[0], list[1], list[2]};
+    std::copy(list.begin(), list.end(), field.begin());
   } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
     MEMFIT_ASSIGN_OR_RETURN(field, parse_int_list(text));
   } else {

@@ -87,8 +87,7 @@ void append_field(std::string& out, const T& field) {
   } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t> ||
                        std::is_same_v<T, float>) {
     append_number(out, field);
-  } else if constexpr (std::is_same_v<T, Pair> || std::is_same_v<T, Triple> ||
-                       std::is_same_v<T, std::vector<int64_t>>) {
+  } else if constexpr (kIsIntArray<T> || std::is_same_v<T, std::vector<int64_t>>) {
     append_ints(out, field.data(), field.data() + field.size());
   } else {
     // Fails for every field type (none is void) that reaches this branch.

@@ -3,6 +3,15 @@
 #include <cmath>
 
 namespace memfit {
+namespace {
+
+// PyTorch's default for weights and biases: uniform(+-1/sqrt(fan_in)).
+Init uniform_init(int64_t fan_in) {
+  return Init{Init::Kind::uniform,
+              static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)))};
+}
+
+}  // namespace
 
 ModelBuilder::ModelBuilder(std::string model_name, bool training) : training_(training) {
   model_.name = std::move(model_name);
@@ -72,6 +81,45 @@ ValueId ModelBuilder::conv2d(const std::string& name, ValueId x, int64_t out_cha
                    Init{Init::Kind::uniform, bound})};
   if (bias) inputs.push_back(parameter(name + ".bias", {out_channels}, Init{Init::Kind::uniform, bound}));
   return op(OpKind::conv2d, inputs, Conv2dAttrs{{stride, stride}, {pad, pad}, {1, 1}, 1}, name);
+}
+
+ValueId ModelBuilder::conv3d(const std::string& name, ValueId x, int64_t out_channels,
+                             int64_t kernel, int64_t stride, int64_t pad, bool bias) {
+  if (!x.valid()) return x;
+  const int64_t in_channels = shape(x).at(1);
+  const Init init = uniform_init(in_channels * kernel * kernel * kernel);
+  std::vector<ValueId> inputs = {
+      x, parameter(name + ".weight", {out_channels, in_channels, kernel, kernel, kernel}, init)};
+  if (bias) inputs.push_back(parameter(name + ".bias", {out_channels}, init));
+  const Triple s{stride, stride, stride}, p{pad, pad, pad};
+  return op(OpKind::conv3d, inputs, Conv3dAttrs{s, p, {1, 1, 1}, 1}, name);
+}
+
+// PyTorch takes fan_in from the weight (C, O/groups, K...) as for any other
+// layer: size(1) times the kernel volume, so O K^R here.
+ValueId ModelBuilder::conv_transpose2d(const std::string& name, ValueId x, int64_t out_channels,
+                                       int64_t kernel, int64_t stride, int64_t pad, bool bias) {
+  if (!x.valid()) return x;
+  const int64_t in_channels = shape(x).at(1);
+  const Init init = uniform_init(out_channels * kernel * kernel);
+  std::vector<ValueId> inputs = {
+      x, parameter(name + ".weight", {in_channels, out_channels, kernel, kernel}, init)};
+  if (bias) inputs.push_back(parameter(name + ".bias", {out_channels}, init));
+  const ConvTranspose2dAttrs attrs{{stride, stride}, {pad, pad}, {0, 0}, {1, 1}, 1};
+  return op(OpKind::conv_transpose2d, inputs, attrs, name);
+}
+
+ValueId ModelBuilder::conv_transpose3d(const std::string& name, ValueId x, int64_t out_channels,
+                                       int64_t kernel, int64_t stride, int64_t pad, bool bias) {
+  if (!x.valid()) return x;
+  const int64_t in_channels = shape(x).at(1);
+  const Init init = uniform_init(out_channels * kernel * kernel * kernel);
+  std::vector<ValueId> inputs = {
+      x, parameter(name + ".weight", {in_channels, out_channels, kernel, kernel, kernel}, init)};
+  if (bias) inputs.push_back(parameter(name + ".bias", {out_channels}, init));
+  const Triple s{stride, stride, stride}, p{pad, pad, pad};
+  return op(OpKind::conv_transpose3d, inputs, ConvTranspose3dAttrs{s, p, {0, 0, 0}, {1, 1, 1}, 1},
+            name);
 }
 
 ValueId ModelBuilder::linear(const std::string& name, ValueId x, int64_t out_features, bool bias) {

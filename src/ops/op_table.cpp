@@ -17,6 +17,7 @@ const std::array<OpInfo, kNumOps>& table() {
     OpTableBuilder builder;
     register_linear_ops(builder);
     register_conv_ops(builder);
+    register_conv_transpose_ops(builder);
     register_pool_ops(builder);
     register_upsample_ops(builder);
     register_norm_ops(builder);

@@ -80,7 +80,8 @@ class OpTableBuilder {
 };
 
 void register_linear_ops(OpTableBuilder& table);       // matmul, linear
-void register_conv_ops(OpTableBuilder& table);         // conv2d and its gradients
+void register_conv_ops(OpTableBuilder& table);         // conv2d, conv3d and their gradients
+void register_conv_transpose_ops(OpTableBuilder& table);  // conv_transpose2d, conv_transpose3d
 void register_pool_ops(OpTableBuilder& table);         // pooling and its gradients
 void register_upsample_ops(OpTableBuilder& table);     // upsample and its gradient
 void register_norm_ops(OpTableBuilder& table);         // batch norm, layer norm

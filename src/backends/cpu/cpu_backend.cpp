@@ -18,6 +18,11 @@ KernelFactory dnnl_factory(OpKind op) {
     case OpKind::conv2d:
     case OpKind::conv2d_grad_input:
     case OpKind::conv2d_grad_weight:
+    case OpKind::conv3d:
+    case OpKind::conv3d_grad_input:
+    case OpKind::conv3d_grad_weight:
+    case OpKind::conv_transpose2d:
+    case OpKind::conv_transpose3d:
       return cpu::make_conv_kernel;
     case OpKind::max_pool2d:
     case OpKind::max_pool2d_grad:
@@ -69,7 +74,7 @@ class CpuBackend final : public Backend {
 
   // True for the nodes that get a oneDNN kernel; every tensor they touch is f32.
   bool supports(const Graph& graph, const Node& node) const override {
-    if (dnnl_factory(node.op) == nullptr) return false;
+    if (dnnl_factory(node.op) == nullptr || !cpu::conv_supported(node)) return false;
     for (const ValueId id : node.inputs) {
       if (graph.value(id).type.dtype != DType::f32) return false;
     }

@@ -1,5 +1,8 @@
-// conv2d and its gradients on oneDNN's direct convolution (never Winograd,
-// whose rounding differs from the reference).
+// The convolutions on oneDNN: conv2d, conv3d and their gradients on the direct
+// convolution (never Winograd, whose rounding differs from the reference), and
+// the transposed convolutions on the direct deconvolution. oneDNN takes 4-D and
+// 5-D tensors with the same primitives; only the dimension lists differ.
+#include <algorithm>
 #include <variant>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -12,28 +15,38 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 
-// The geometry in oneDNN's terms. Padding is symmetric: the right padding is
-// the left one, and oneDNN accepts the floor in the output size, as memfit does.
+// The geometry in oneDNN's terms, one entry per spatial dimension. Padding is
+// memfit's symmetric pad on both sides, except the right padding of the
+// transposed convolutions (see deconv_kernel); oneDNN accepts the floor in the
+// output size, as memfit does.
 struct ConvGeometry {
   memory::dims strides;
   memory::dims dilates;  // oneDNN counts the gaps between taps: dilation - 1
-  memory::dims padding;
+  memory::dims padding_l;
+  memory::dims padding_r;
   int64_t groups = 1;
 };
 
-// Conv2dAttrs and Conv2dGradAttrs share these fields.
+// Every conv attrs struct (Pair or Triple fields) has these fields.
 template <class A>
 ConvGeometry geometry(const A& attrs) {
-  return {{attrs.stride[0], attrs.stride[1]},
-          {attrs.dilation[0] - 1, attrs.dilation[1] - 1},
-          {attrs.pad[0], attrs.pad[1]},
-          attrs.groups};
+  ConvGeometry g;
+  for (size_t i = 0; i < attrs.stride.size(); ++i) {
+    g.strides.push_back(attrs.stride[i]);
+    g.dilates.push_back(attrs.dilation[i] - 1);
+    g.padding_l.push_back(attrs.pad[i]);
+  }
+  g.padding_r = g.padding_l;
+  g.groups = attrs.groups;
+  return g;
 }
 
-// w (O, C/g, KH, KW); grouped, oneDNN reads the same bytes as (g, O/g, C/g, KH, KW).
+// w (O, C/g, K...); grouped, oneDNN reads the same bytes as (g, O/g, C/g, K...).
 memory::desc weights_md(const Shape& w, int64_t groups) {
   if (groups == 1) return plain_md(w);
-  return plain_md({groups, w[0] / groups, w[1], w[2], w[3]});
+  Shape grouped = {groups, w[0] / groups};
+  grouped.insert(grouped.end(), w.begin() + 1, w.end());
+  return plain_md(grouped);
 }
 
 // The forward primitive descriptor; also the hint of the backward ones.
@@ -43,13 +56,15 @@ dnnl::convolution_forward::primitive_desc forward_pd(const memory::desc& x, cons
                                                      const ConvGeometry& g) {
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
                                              algorithm::convolution_direct, x, w, b, y, g.strides,
-                                             g.dilates, g.padding, g.padding);
+                                             g.dilates, g.padding_l, g.padding_r);
   return {desc, kernel_attr(), engine()};
 }
 
-// x (N, C, H, W), w (O, C/g, KH, KW), optional b (O) -> y (N, O, OH, OW).
-std::unique_ptr<Kernel> conv2d_kernel(const Graph& graph, const Node& node) {
-  const ConvGeometry g = geometry(std::get<Conv2dAttrs>(node.attrs));
+// x (N, C, S...), w (O, C/g, K...), optional b (O) -> y (N, O, OS...); A is
+// Conv2dAttrs or Conv3dAttrs, and S... two or three spatial dimensions.
+template <class A>
+std::unique_ptr<Kernel> conv_kernel(const Graph& graph, const Node& node) {
+  const ConvGeometry g = geometry(std::get<A>(node.attrs));
   const memory::desc x = plain_md(input_shape(graph, node, 0));
   const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
   const memory::desc y = plain_md(output_shape(graph, node, 0));
@@ -63,14 +78,15 @@ std::unique_ptr<Kernel> conv2d_kernel(const Graph& graph, const Node& node) {
   return kernel;
 }
 
-// dy (N, O, OH, OW), w (O, C/g, KH, KW) -> dx (N, C, H, W).
-std::unique_ptr<Kernel> conv2d_grad_input_kernel(const Graph& graph, const Node& node) {
-  const ConvGeometry g = geometry(std::get<Conv2dGradAttrs>(node.attrs));
+// dy (N, O, OS...), w (O, C/g, K...) -> dx (N, C, S...); A is Conv2dGradAttrs or Conv3dGradAttrs.
+template <class A>
+std::unique_ptr<Kernel> conv_grad_input_kernel(const Graph& graph, const Node& node) {
+  const ConvGeometry g = geometry(std::get<A>(node.attrs));
   const memory::desc dy = plain_md(input_shape(graph, node, 0));
   const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
   const memory::desc dx = plain_md(output_shape(graph, node, 0));
   const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, dx, w, dy,
-                                                   g.strides, g.dilates, g.padding, g.padding);
+                                                   g.strides, g.dilates, g.padding_l, g.padding_r);
   const dnnl::convolution_backward_data::primitive_desc pd(
       desc, kernel_attr(), engine(), forward_pd(dx, w, memory::desc(), dy, g));
   auto kernel = std::make_unique<PrimitiveKernel>();
@@ -79,16 +95,17 @@ std::unique_ptr<Kernel> conv2d_grad_input_kernel(const Graph& graph, const Node&
   return kernel;
 }
 
-// dy (N, O, OH, OW), x (N, C, H, W) -> dw (O, C/g, KH, KW), and db (O) when attrs.bias.
-std::unique_ptr<Kernel> conv2d_grad_weight_kernel(const Graph& graph, const Node& node) {
-  const auto& attrs = std::get<Conv2dGradAttrs>(node.attrs);
+// dy (N, O, OS...), x (N, C, S...) -> dw (O, C/g, K...), and db (O) when attrs.bias.
+template <class A>
+std::unique_ptr<Kernel> conv_grad_weight_kernel(const Graph& graph, const Node& node) {
+  const auto& attrs = std::get<A>(node.attrs);
   const ConvGeometry g = geometry(attrs);
   const memory::desc dy = plain_md(input_shape(graph, node, 0));
   const memory::desc x = plain_md(input_shape(graph, node, 1));
   const memory::desc dw = weights_md(output_shape(graph, node, 0), g.groups);
   const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
-  const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw, db, dy,
-                                                      g.strides, g.dilates, g.padding, g.padding);
+  const dnnl::convolution_backward_weights::desc desc(
+      algorithm::convolution_direct, x, dw, db, dy, g.strides, g.dilates, g.padding_l, g.padding_r);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
                                                               forward_pd(x, dw, db, dy, g));
   std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_DIFF_DST, 0, dy), input_arg(DNNL_ARG_SRC, 1, x),
@@ -99,16 +116,90 @@ std::unique_ptr<Kernel> conv2d_grad_weight_kernel(const Graph& graph, const Node
   return kernel;
 }
 
+// x (N, C, S...), w (C, O/g, K...), optional b (O) -> y (N, O, OS...); A is
+// ConvTranspose2dAttrs or ConvTranspose3dAttrs. oneDNN's deconvolution weights
+// are (O, C, K...), or (g, O/g, C/g, K...) grouped: w's bytes in the
+// "io" order, which the iohw-style tags describe.
+template <class A>
+std::unique_ptr<Kernel> deconv_kernel(const Graph& graph, const Node& node) {
+  const A& attrs = std::get<A>(node.attrs);
+  ConvGeometry g = geometry(attrs);
+  // oneDNN only checks (OS - kernel extent + padding_l + padding_r) / stride + 1
+  // = S (rounded toward zero) of padding_r; the output size alone bounds the
+  // result. Any padding_r in [pad - output_padding, pad - output_padding + stride)
+  // passes, and one of them is non-negative (see deconv_supported).
+  for (size_t i = 0; i < g.padding_r.size(); ++i) {
+    g.padding_r[i] = std::max<int64_t>(attrs.pad[i] - attrs.output_padding[i], 0);
+  }
+  const Shape& ws = input_shape(graph, node, 1);
+  const bool three_d = ws.size() == 5;
+  memory::dims w_dims;
+  if (g.groups > 1) w_dims.push_back(g.groups);
+  w_dims.push_back(ws[1]);
+  w_dims.push_back(ws[0] / g.groups);
+  w_dims.insert(w_dims.end(), ws.begin() + 2, ws.end());
+  using tag = memory::format_tag;
+  const tag w_tag =
+      g.groups > 1 ? (three_d ? tag::giodhw : tag::giohw) : (three_d ? tag::iodhw : tag::iohw);
+  const memory::desc x = plain_md(input_shape(graph, node, 0));
+  const memory::desc w(w_dims, memory::data_type::f32, w_tag);
+  const memory::desc y = plain_md(output_shape(graph, node, 0));
+  const bool bias = node.inputs.size() == 3;
+  const memory::desc b = bias ? plain_md(input_shape(graph, node, 2)) : memory::desc();
+  const dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_training,
+                                               algorithm::deconvolution_direct, x, w, b, y,
+                                               g.strides, g.dilates, g.padding_l, g.padding_r);
+  const dnnl::deconvolution_forward::primitive_desc pd(desc, kernel_attr(), engine());
+  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_SRC, 0, x), input_arg(DNNL_ARG_WEIGHTS, 1, w),
+                                 output_arg(DNNL_ARG_DST, 0, y)};
+  if (bias) args.push_back(input_arg(DNNL_ARG_BIAS, 2, b));
+  auto kernel = std::make_unique<PrimitiveKernel>();
+  kernel->add(pd, args);
+  return kernel;
+}
+
+// oneDNN refuses negative padding, so the padding_r of deconv_kernel exists
+// when output_padding < pad + stride along every axis.
+template <class A>
+bool deconv_supported(const Node& node) {
+  const A& attrs = std::get<A>(node.attrs);
+  for (size_t i = 0; i < attrs.stride.size(); ++i) {
+    if (attrs.output_padding[i] >= attrs.pad[i] + attrs.stride[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool conv_supported(const Node& node) {
+  switch (node.op) {
+    case OpKind::conv_transpose2d:
+      return deconv_supported<ConvTranspose2dAttrs>(node);
+    case OpKind::conv_transpose3d:
+      return deconv_supported<ConvTranspose3dAttrs>(node);
+    default:
+      return true;
+  }
+}
 
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::conv2d:
-      return conv2d_kernel(graph, node);
+      return conv_kernel<Conv2dAttrs>(graph, node);
     case OpKind::conv2d_grad_input:
-      return conv2d_grad_input_kernel(graph, node);
+      return conv_grad_input_kernel<Conv2dGradAttrs>(graph, node);
     case OpKind::conv2d_grad_weight:
-      return conv2d_grad_weight_kernel(graph, node);
+      return conv_grad_weight_kernel<Conv2dGradAttrs>(graph, node);
+    case OpKind::conv3d:
+      return conv_kernel<Conv3dAttrs>(graph, node);
+    case OpKind::conv3d_grad_input:
+      return conv_grad_input_kernel<Conv3dGradAttrs>(graph, node);
+    case OpKind::conv3d_grad_weight:
+      return conv_grad_weight_kernel<Conv3dGradAttrs>(graph, node);
+    case OpKind::conv_transpose2d:
+      return deconv_kernel<ConvTranspose2dAttrs>(graph, node);
+    case OpKind::conv_transpose3d:
+      return deconv_kernel<ConvTranspose3dAttrs>(graph, node);
     default:
       MEMFIT_CHECK(false);
       return nullptr;

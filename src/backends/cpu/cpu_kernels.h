@@ -9,8 +9,11 @@
 
 namespace memfit::cpu {
 
-// conv2d, conv2d_grad_input, conv2d_grad_weight
+// conv2d, conv3d and their gradients; conv_transpose2d, conv_transpose3d
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
+// False for the transposed convolutions oneDNN cannot express (an output_padding
+// of pad + stride or more); the reference kernel runs them.
+bool conv_supported(const Node& node);
 // max_pool2d, avg_pool2d, max_pool3d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
 // upsample, upsample_grad

@@ -1,179 +1,231 @@
-// Reference kernels of conv2d and its two gradients. Each output element is
-// gathered from its sources with one double accumulator (no scatter), so every
-// kernel is the textbook formula of docs/ops.md written as loops.
+// Reference kernels of the convolutions: conv2d, conv3d, their gradients, and
+// the transposed convolutions. A 2-D convolution is run as a 3-D one of depth 1
+// (one kernel tap, stride 1, no padding along depth), so there is one set of
+// loops. Each output element is gathered from its sources with one double
+// accumulator (no scatter), so every kernel is the textbook formula of
+// docs/ops.md written as loops.
+#include <array>
+
 #include "backends/reference/ref_ops.h"
 #include "backends/reference/ref_util.h"
 
 namespace memfit {
 namespace {
 
-// Sizes of one convolution: x (N, C, H, W), w (O, C/G, KH, KW), y (N, O, OH, OW).
+using Index3 = std::array<int64_t, 3>;  // (depth, row, column)
+
+// Calls fn(p) for every p in [0, extent) in row-major order.
+template <class Fn>
+void for_each_position(const Index3& extent, Fn&& fn) {
+  for (int64_t d = 0; d < extent[0]; ++d) {
+    for (int64_t h = 0; h < extent[1]; ++h) {
+      for (int64_t w = 0; w < extent[2]; ++w) fn(Index3{d, h, w});
+    }
+  }
+}
+
+// Sizes of one convolution: x (N, C, D, H, W), w (O, C/G, KD, KH, KW),
+// y (N, O, OD, OH, OW).
 struct ConvGeometry {
-  int64_t n, c, h, w;
-  int64_t o, kh, kw;
-  int64_t oh, ow;
-  int64_t groups, c_per_group, o_per_group;
-  Pair stride, pad, dilation;
+  int64_t n = 0, c = 0, o = 0;
+  int64_t groups = 1, c_per_group = 0, o_per_group = 0;
+  Index3 in{}, k{}, out{};
+  Index3 stride{1, 1, 1}, pad{}, dilation{1, 1, 1};
 
-  // Input row (or column) read by output row `out` at kernel row `k`; may lie in the padding.
-  int64_t in_row(int64_t out, int64_t k) const {
-    return out * stride[0] - pad[0] + k * dilation[0];
+  // The input position that output position `q` reads at kernel tap `t`;
+  // false when it lies in the padding.
+  bool input_at(const Index3& q, const Index3& t, Index3& p) const {
+    for (size_t i = 0; i < 3; ++i) {
+      p[i] = q[i] * stride[i] - pad[i] + t[i] * dilation[i];
+      if (p[i] < 0 || p[i] >= in[i]) return false;
+    }
+    return true;
   }
-  int64_t in_col(int64_t out, int64_t k) const {
-    return out * stride[1] - pad[1] + k * dilation[1];
+  // The output position that reads input position `p` at kernel tap `t`, if any.
+  bool output_at(const Index3& p, const Index3& t, Index3& q) const {
+    for (size_t i = 0; i < 3; ++i) {
+      const int64_t scaled = p[i] + pad[i] - t[i] * dilation[i];  // q stride
+      if (scaled < 0 || scaled % stride[i] != 0 || scaled / stride[i] >= out[i]) return false;
+      q[i] = scaled / stride[i];
+    }
+    return true;
   }
-  bool inside(int64_t row, int64_t col) const { return row >= 0 && row < h && col >= 0 && col < w; }
 
-  size_t x_at(int64_t in, int64_t ci, int64_t row, int64_t col) const {
-    return static_cast<size_t>(((in * c + ci) * h + row) * w + col);
+  size_t x_at(int64_t in_n, int64_t ci, const Index3& p) const {
+    return static_cast<size_t>((((in_n * c + ci) * in[0] + p[0]) * in[1] + p[1]) * in[2] + p[2]);
   }
-  size_t w_at(int64_t co, int64_t cg, int64_t r, int64_t s) const {
-    return static_cast<size_t>(((co * c_per_group + cg) * kh + r) * kw + s);
+  size_t w_at(int64_t co, int64_t cg, const Index3& t) const {
+    return static_cast<size_t>((((co * c_per_group + cg) * k[0] + t[0]) * k[1] + t[1]) * k[2] +
+                               t[2]);
   }
-  size_t y_at(int64_t in, int64_t co, int64_t row, int64_t col) const {
-    return static_cast<size_t>(((in * o + co) * oh + row) * ow + col);
+  size_t y_at(int64_t in_n, int64_t co, const Index3& q) const {
+    return static_cast<size_t>((((in_n * o + co) * out[0] + q[0]) * out[1] + q[1]) * out[2] + q[2]);
   }
 };
 
+// The spatial part of a rank-4 or rank-5 shape as (D, H, W), D = 1 for rank 4.
+Index3 spatial(const Shape& shape) {
+  MEMFIT_CHECK(shape.size() == 4 || shape.size() == 5);
+  if (shape.size() == 4) return {1, shape[2], shape[3]};
+  return {shape[2], shape[3], shape[4]};
+}
+
+// stride, pad or dilation (Pair or Triple) as (depth, row, column).
+template <size_t R>
+Index3 spatial(const std::array<int64_t, R>& a, int64_t depth) {
+  if constexpr (R == 2) {
+    return {depth, a[0], a[1]};
+  } else {
+    return a;
+  }
+}
+
+// The geometry of the convolution x -> y with weights w, from any conv attrs.
 template <class A>
 ConvGeometry conv_geometry(const Shape& x, const Shape& w, const Shape& y, const A& attrs) {
-  MEMFIT_CHECK(x.size() == 4 && w.size() == 4 && y.size() == 4);
-  ConvGeometry g{};
+  MEMFIT_CHECK(x.size() == w.size() && x.size() == y.size());
+  ConvGeometry g;
   g.n = x[0];
   g.c = x[1];
-  g.h = x[2];
-  g.w = x[3];
   g.o = w[0];
-  g.kh = w[2];
-  g.kw = w[3];
-  g.oh = y[2];
-  g.ow = y[3];
+  g.in = spatial(x);
+  g.k = spatial(w);
+  g.out = spatial(y);
   g.groups = attrs.groups;
   MEMFIT_CHECK(g.groups >= 1 && g.c % g.groups == 0 && g.o % g.groups == 0);
   g.c_per_group = g.c / g.groups;
   g.o_per_group = g.o / g.groups;
   MEMFIT_CHECK(w[1] == g.c_per_group && y[0] == g.n && y[1] == g.o);
-  g.stride = attrs.stride;
-  g.pad = attrs.pad;
-  g.dilation = attrs.dilation;
+  g.stride = spatial(attrs.stride, 1);
+  g.pad = spatial(attrs.pad, 0);
+  g.dilation = spatial(attrs.dilation, 1);
   return g;
 }
 
-}  // namespace
-
-// y[n, o, oh, ow] = b[o] + sum over (cg, r, s) of x[n, g C/G + cg, ih, iw] w[o, cg, r, s],
-// with g = o / (O/G), ih = oh stride - pad + r dilation (likewise iw); padding reads zero.
-void ref_conv2d(const RefCall& call) {
-  const ConvGeometry g = conv_geometry(call.in[0].shape, call.in[1].shape, call.out[0].shape,
-                                       call.attrs<Conv2dAttrs>());
-  const float* x = call.in_f32(0);                                     // (N, C, H, W)
-  const float* w = call.in_f32(1);                                     // (O, C/G, KH, KW)
-  const float* bias = call.in.size() == 3 ? call.in_f32(2) : nullptr;  // (O)
-  float* y = call.out_f32(0);                                          // (N, O, OH, OW)
-  for (int64_t in = 0; in < g.n; ++in) {
+// y[n, o, q] = b[o] + sum over (cg, t) of x[n, g C/G + cg, q stride - pad + t dilation] w[o, cg,
+// t], with g = o / (O/G); padding reads zero.
+void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                  float* y) {
+  for (int64_t in_n = 0; in_n < g.n; ++in_n) {
     for (int64_t co = 0; co < g.o; ++co) {
       const int64_t c_first = (co / g.o_per_group) * g.c_per_group;
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          double sum = bias != nullptr ? bias[co] : 0.0;
-          for (int64_t cg = 0; cg < g.c_per_group; ++cg) {
-            for (int64_t r = 0; r < g.kh; ++r) {
-              for (int64_t s = 0; s < g.kw; ++s) {
-                const int64_t iy = g.in_row(oy, r);
-                const int64_t ix = g.in_col(ox, s);
-                if (!g.inside(iy, ix)) continue;
-                sum += static_cast<double>(x[g.x_at(in, c_first + cg, iy, ix)]) *
-                       w[g.w_at(co, cg, r, s)];
-              }
-            }
-          }
-          y[g.y_at(in, co, oy, ox)] = static_cast<float>(sum);
+      for_each_position(g.out, [&](const Index3& q) {
+        double sum = bias != nullptr ? bias[co] : 0.0;
+        for (int64_t cg = 0; cg < g.c_per_group; ++cg) {
+          for_each_position(g.k, [&](const Index3& t) {
+            Index3 p;
+            if (!g.input_at(q, t, p)) return;
+            sum += static_cast<double>(x[g.x_at(in_n, c_first + cg, p)]) * w[g.w_at(co, cg, t)];
+          });
         }
-      }
+        y[g.y_at(in_n, co, q)] = static_cast<float>(sum);
+      });
     }
   }
 }
 
-// dx[n, ci, ih, iw] = sum of dy[n, o, oh, ow] w[o, ci - g C/G, r, s] over the
-// outputs o of the group of ci and the (oh, r), (ow, s) with
-// oh stride - pad + r dilation = ih (likewise for columns).
-void ref_conv2d_grad_input(const RefCall& call) {
-  const ConvGeometry g = conv_geometry(call.out[0].shape, call.in[1].shape, call.in[0].shape,
-                                       call.attrs<Conv2dGradAttrs>());
-  const float* dy = call.in_f32(0);  // (N, O, OH, OW)
-  const float* w = call.in_f32(1);   // (O, C/G, KH, KW)
-  float* dx = call.out_f32(0);       // (N, C, H, W)
-  for (int64_t in = 0; in < g.n; ++in) {
+// dx[n, ci, p] = b[ci] + sum of dy[n, o, q] w[o, ci - g C/G, t] over the outputs o of
+// the group of ci and the (q, t) with q stride - pad + t dilation = p. The data
+// gradient of the convolution, and the transposed convolution with its bias.
+void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, const float* bias,
+                        float* dx) {
+  for (int64_t in_n = 0; in_n < g.n; ++in_n) {
     for (int64_t ci = 0; ci < g.c; ++ci) {
       const int64_t group = ci / g.c_per_group;
       const int64_t cg = ci % g.c_per_group;
-      for (int64_t iy = 0; iy < g.h; ++iy) {
-        for (int64_t ix = 0; ix < g.w; ++ix) {
-          double sum = 0.0;
-          for (int64_t og = 0; og < g.o_per_group; ++og) {
-            const int64_t co = group * g.o_per_group + og;
-            for (int64_t r = 0; r < g.kh; ++r) {
-              const int64_t row = iy + g.pad[0] - r * g.dilation[0];  // oy * stride
-              if (row < 0 || row % g.stride[0] != 0 || row / g.stride[0] >= g.oh) continue;
-              for (int64_t s = 0; s < g.kw; ++s) {
-                const int64_t col = ix + g.pad[1] - s * g.dilation[1];  // ox * stride
-                if (col < 0 || col % g.stride[1] != 0 || col / g.stride[1] >= g.ow) continue;
-                sum +=
-                    static_cast<double>(dy[g.y_at(in, co, row / g.stride[0], col / g.stride[1])]) *
-                    w[g.w_at(co, cg, r, s)];
-              }
-            }
-          }
-          dx[g.x_at(in, ci, iy, ix)] = static_cast<float>(sum);
+      for_each_position(g.in, [&](const Index3& p) {
+        double sum = bias != nullptr ? bias[ci] : 0.0;
+        for (int64_t og = 0; og < g.o_per_group; ++og) {
+          const int64_t co = group * g.o_per_group + og;
+          for_each_position(g.k, [&](const Index3& t) {
+            Index3 q;
+            if (!g.output_at(p, t, q)) return;
+            sum += static_cast<double>(dy[g.y_at(in_n, co, q)]) * w[g.w_at(co, cg, t)];
+          });
         }
-      }
+        dx[g.x_at(in_n, ci, p)] = static_cast<float>(sum);
+      });
     }
   }
 }
 
-// dw[o, cg, r, s] = sum over (n, oh, ow) of dy[n, o, oh, ow] x[n, g C/G + cg, ih, iw];
-// db[o] = sum over (n, oh, ow) of dy[n, o, oh, ow] when attrs.bias.
-void ref_conv2d_grad_weight(const RefCall& call) {
-  const auto& attrs = call.attrs<Conv2dGradAttrs>();
-  const ConvGeometry g =
-      conv_geometry(call.in[1].shape, call.out[0].shape, call.in[0].shape, attrs);
-  const float* dy = call.in_f32(0);  // (N, O, OH, OW)
-  const float* x = call.in_f32(1);   // (N, C, H, W)
-  float* dw = call.out_f32(0);       // (O, C/G, KH, KW)
+// dw[o, cg, t] = sum over (n, q) of dy[n, o, q] x[n, g C/G + cg, q stride - pad + t dilation];
+// db[o] = sum over (n, q) of dy[n, o, q] when db is given.
+void conv_backward_weights(const ConvGeometry& g, const float* dy, const float* x, float* dw,
+                           float* db) {
   for (int64_t co = 0; co < g.o; ++co) {
     const int64_t c_first = (co / g.o_per_group) * g.c_per_group;
     for (int64_t cg = 0; cg < g.c_per_group; ++cg) {
-      for (int64_t r = 0; r < g.kh; ++r) {
-        for (int64_t s = 0; s < g.kw; ++s) {
-          double sum = 0.0;
-          for (int64_t in = 0; in < g.n; ++in) {
-            for (int64_t oy = 0; oy < g.oh; ++oy) {
-              for (int64_t ox = 0; ox < g.ow; ++ox) {
-                const int64_t iy = g.in_row(oy, r);
-                const int64_t ix = g.in_col(ox, s);
-                if (!g.inside(iy, ix)) continue;
-                sum += static_cast<double>(dy[g.y_at(in, co, oy, ox)]) *
-                       x[g.x_at(in, c_first + cg, iy, ix)];
-              }
-            }
-          }
-          dw[g.w_at(co, cg, r, s)] = static_cast<float>(sum);
+      for_each_position(g.k, [&](const Index3& t) {
+        double sum = 0.0;
+        for (int64_t in_n = 0; in_n < g.n; ++in_n) {
+          for_each_position(g.out, [&](const Index3& q) {
+            Index3 p;
+            if (!g.input_at(q, t, p)) return;
+            sum += static_cast<double>(dy[g.y_at(in_n, co, q)]) * x[g.x_at(in_n, c_first + cg, p)];
+          });
         }
-      }
+        dw[g.w_at(co, cg, t)] = static_cast<float>(sum);
+      });
     }
   }
-  if (!attrs.bias) return;
-  MEMFIT_CHECK(call.out.size() == 2);
-  float* db = call.out_f32(1);  // (O)
+  if (db == nullptr) return;
   for (int64_t co = 0; co < g.o; ++co) {
     double sum = 0.0;
-    for (int64_t in = 0; in < g.n; ++in) {
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        for (int64_t ox = 0; ox < g.ow; ++ox) sum += dy[g.y_at(in, co, oy, ox)];
-      }
+    for (int64_t in_n = 0; in_n < g.n; ++in_n) {
+      for_each_position(g.out, [&](const Index3& q) { sum += dy[g.y_at(in_n, co, q)]; });
     }
     db[co] = static_cast<float>(sum);
   }
 }
+
+// conv2d, conv3d: x, w, optional b -> y.
+template <class A>
+void ref_conv(const RefCall& call) {
+  const ConvGeometry g =
+      conv_geometry(call.in[0].shape, call.in[1].shape, call.out[0].shape, call.attrs<A>());
+  const float* bias = call.in.size() == 3 ? call.in_f32(2) : nullptr;
+  conv_forward(g, call.in_f32(0), call.in_f32(1), bias, call.out_f32(0));
+}
+
+// conv2d_grad_input, conv3d_grad_input: dy, w -> dx.
+template <class A>
+void ref_conv_grad_input(const RefCall& call) {
+  const ConvGeometry g =
+      conv_geometry(call.out[0].shape, call.in[1].shape, call.in[0].shape, call.attrs<A>());
+  conv_backward_data(g, call.in_f32(0), call.in_f32(1), nullptr, call.out_f32(0));
+}
+
+// conv2d_grad_weight, conv3d_grad_weight: dy, x -> dw [, db].
+template <class A>
+void ref_conv_grad_weight(const RefCall& call) {
+  const A& attrs = call.attrs<A>();
+  const ConvGeometry g =
+      conv_geometry(call.in[1].shape, call.out[0].shape, call.in[0].shape, attrs);
+  MEMFIT_CHECK(call.out.size() == (attrs.bias ? 2u : 1u));
+  float* db = attrs.bias ? call.out_f32(1) : nullptr;
+  conv_backward_weights(g, call.in_f32(0), call.in_f32(1), call.out_f32(0), db);
+}
+
+// conv_transpose2d, conv_transpose3d: x (N, C, S...), w (C, O/G, K...), optional b (O)
+// -> y (N, O, S'...), the data gradient of the convolution y -> x with weights w.
+template <class A>
+void ref_conv_transpose(const RefCall& call) {
+  const ConvGeometry g =
+      conv_geometry(call.out[0].shape, call.in[1].shape, call.in[0].shape, call.attrs<A>());
+  const float* bias = call.in.size() == 3 ? call.in_f32(2) : nullptr;
+  conv_backward_data(g, call.in_f32(0), call.in_f32(1), bias, call.out_f32(0));
+}
+
+}  // namespace
+
+void ref_conv2d(const RefCall& call) { ref_conv<Conv2dAttrs>(call); }
+void ref_conv2d_grad_input(const RefCall& call) { ref_conv_grad_input<Conv2dGradAttrs>(call); }
+void ref_conv2d_grad_weight(const RefCall& call) { ref_conv_grad_weight<Conv2dGradAttrs>(call); }
+void ref_conv3d(const RefCall& call) { ref_conv<Conv3dAttrs>(call); }
+void ref_conv3d_grad_input(const RefCall& call) { ref_conv_grad_input<Conv3dGradAttrs>(call); }
+void ref_conv3d_grad_weight(const RefCall& call) { ref_conv_grad_weight<Conv3dGradAttrs>(call); }
+void ref_conv_transpose2d(const RefCall& call) { ref_conv_transpose<ConvTranspose2dAttrs>(call); }
+void ref_conv_transpose3d(const RefCall& call) { ref_conv_transpose<ConvTranspose3dAttrs>(call); }
 
 }  // namespace memfit

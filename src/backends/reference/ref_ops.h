@@ -14,6 +14,11 @@ void ref_linear(const RefCall& call);
 void ref_conv2d(const RefCall& call);
 void ref_conv2d_grad_input(const RefCall& call);
 void ref_conv2d_grad_weight(const RefCall& call);
+void ref_conv3d(const RefCall& call);
+void ref_conv3d_grad_input(const RefCall& call);
+void ref_conv3d_grad_weight(const RefCall& call);
+void ref_conv_transpose2d(const RefCall& call);
+void ref_conv_transpose3d(const RefCall& call);
 
 // ref_pool.cpp
 void ref_max_pool2d(const RefCall& call);

@@ -24,6 +24,16 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_conv2d_grad_input;
     case OpKind::conv2d_grad_weight:
       return &ref_conv2d_grad_weight;
+    case OpKind::conv3d:
+      return &ref_conv3d;
+    case OpKind::conv3d_grad_input:
+      return &ref_conv3d_grad_input;
+    case OpKind::conv3d_grad_weight:
+      return &ref_conv3d_grad_weight;
+    case OpKind::conv_transpose2d:
+      return &ref_conv_transpose2d;
+    case OpKind::conv_transpose3d:
+      return &ref_conv_transpose3d;
     case OpKind::max_pool2d:
       return &ref_max_pool2d;
     case OpKind::max_pool2d_grad:
