@@ -5,6 +5,7 @@
 // oneDNN's vectorized kernels, shape errors, and the builder's layers.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
