@@ -110,8 +110,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{.name = "transformer", .batch = 4, .depth = 1, .width = 32, .seq_len = 6,
               .vocab = 16},
              adamw(0.01f), 30},
-        Case{{.name = "unet3d", .batch = 1, .classes = 3, .width = 4, .volume = 8}, adamw(0.01f),
-             20}),
+        Case{{.name = "unet3d", .batch = 1, .classes = 3, .width = 4, .volume = 16},
+             adamw(0.01f), 20}),
     case_name);
 
 }  // namespace

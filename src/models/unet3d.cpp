@@ -42,13 +42,13 @@ Result<Model> build_unet3d(const ModelOptions& o, bool training) {
     x = b.max_pool3d(x, 2, 2);
   }
   x = double_conv(b, "bottom", x, 8 * w, 16 * w);
+  int64_t channels = 16 * w;
   for (int64_t level = 2; level >= 0; --level) {
     const std::string name = "up" + std::to_string(level);
-    const int64_t channels = b.shape(x).at(1);
     x = b.conv_transpose3d(name + ".upconv", x, channels, 2, 2, 0, true);
     x = b.concat({skips[static_cast<size_t>(level)], x}, 1);
-    const int64_t c = 2 * (w << level);
-    x = double_conv(b, name, x, c, c);
+    channels = 2 * (w << level);
+    x = double_conv(b, name, x, channels, channels);
   }
   x = b.conv3d("head", x, o.classes, 1, 1, 0, true);  // (N, K, S, S, S)
   x = b.reshape(b.transpose(x, {0, 2, 3, 4, 1}), {n * s * s * s, o.classes});
