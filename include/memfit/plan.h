@@ -62,9 +62,9 @@ struct PlanReport {
   size_t no_sharing_bytes = 0;   // every value and workspace in a slice of its own
   BytesByRole by_role;           // at peak_step; sums to lower_bound_bytes
   size_t num_nodes = 0;
-  size_t checkpoint_candidates = 0;  // forward values that cut the forward graph
-  size_t checkpoints = 0;            // of them, those kept for the backward pass
-  size_t recomputed_nodes = 0;       // clones of forward nodes in the backward pass
+  size_t checkpoint_candidates = 0;     // forward values that cut the forward graph
+  size_t checkpoints = 0;               // of them, those kept for the backward pass
+  size_t recomputed_nodes = 0;          // clones of forward nodes in the backward pass
   int32_t peak_step = -1;               // the step where the live bytes reach lower_bound_bytes
   std::string algorithm;                // the heap algorithm whose placement won
   std::vector<TimelinePoint> timeline;  // one per node, in schedule order

@@ -90,8 +90,9 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
                           build_step_graph(request.model, request.accumulate,
                                            request.optimizer, mode, nullptr));
   const ExecOptions exec{request.share, false, request.budget};
-  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                          recompute_step_graph(std::move(graph), request.recompute, *backend, exec));
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(graph), request.recompute, *backend, exec));
   // The executor's own sizes, schedule and plan, without allocating the arena.
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,
                           Executable::prepare(std::move(recomputed.graph), *backend, exec));

@@ -346,7 +346,8 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   }
   out += format("  %-20s %12zu\n", "nodes", report.num_nodes);
   out += format("  %-20s %12s\n", "heap algorithm", report.algorithm.c_str());
-  out += format("  %-20s %12s\n", "recompute", std::string(recompute_name(request.recompute)).c_str());
+  out +=
+      format("  %-20s %12s\n", "recompute", std::string(recompute_name(request.recompute)).c_str());
   if (request.recompute != Recompute::none) {
     out += format("  %-20s %12zu of %zu candidates\n", "checkpoints", report.checkpoints,
                   report.checkpoint_candidates);

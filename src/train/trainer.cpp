@@ -111,18 +111,17 @@ Result<TrainReport> train(const TrainOptions& options,
                          " training examples");
   }
 
-  MEMFIT_ASSIGN_OR_RETURN(auto program,
-                          TrainingProgram::create(options.model, options.accumulate,
-                                                  options.optimizer, eval_batch, *backend,
-                                                  ExecOptions{options.plan, options.poison, 0},
-                                                  options.recompute));
+  MEMFIT_ASSIGN_OR_RETURN(
+      auto program, TrainingProgram::create(
+                        options.model, options.accumulate, options.optimizer, eval_batch, *backend,
+                        ExecOptions{options.plan, options.poison, 0}, options.recompute));
   log(format("model %s: %zu nodes per step; kernels: %s", options.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
   if (options.recompute != Recompute::none) {
     const RecomputeSummary& r = program->recompute_summary();
     log(format("recompute %s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
-               std::string(recompute_name(options.recompute)).c_str(), r.checkpoints,
-               r.candidates, r.recomputed_nodes));
+               std::string(recompute_name(options.recompute)).c_str(), r.checkpoints, r.candidates,
+               r.recomputed_nodes));
   }
   const MemoryPlan& plan = program->step_executable().plan();
   log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu)%s",

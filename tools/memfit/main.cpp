@@ -85,10 +85,11 @@ void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
 // --recompute, shared by train and plan; the strategy is parsed once the
 // flags have been checked against the list.
 void add_recompute_option(CLI::App* cmd, std::string& strategy) {
-  cmd->add_option("--recompute", strategy,
-                  "recompute activations in the backward pass instead of keeping them: none, "
-                  "sqrt (a checkpoint every sqrt(n) blocks) or budget (Chen's greedy plan, "
-                  "searched for the smallest arena or, under --budget, the least recomputation that fits)")
+  cmd->add_option(
+         "--recompute", strategy,
+         "recompute activations in the backward pass instead of keeping them: none, "
+         "sqrt (a checkpoint every sqrt(n) blocks) or budget (Chen's greedy plan, "
+         "searched for the smallest arena or, under --budget, the least recomputation that fits)")
       ->check(CLI::IsMember(memfit::recompute_names()))
       ->capture_default_str();
 }
