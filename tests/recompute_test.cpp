@@ -118,20 +118,28 @@ TEST_P(StrategiesGiveTheSameStep, BitForBit) {
   const Case& c = GetParam();
   const StepRun plain = one_step(c.model, c.accumulate, Recompute::none);
   EXPECT_EQ(plain.summary.recomputed_nodes, 0u);
+  size_t sqrt_arena = 0;
   for (Recompute r : {Recompute::sqrt, Recompute::budget}) {
     const std::string what = c.model.name + " --recompute " + std::string(recompute_name(r));
     const StepRun run = one_step(c.model, c.accumulate, r);
     expect_identical(plain, run, what);
+    // The plan `memfit plan` reports is the arena training allocates.
+    PlanRequest request{.model = c.model, .accumulate = c.accumulate, .optimizer = sgd()};
+    request.recompute = r;
+    auto report = plan_training_step(request);
+    ASSERT_TRUE(report.is_ok()) << report.message();
+    EXPECT_EQ(report->arena_bytes, run.arena) << what;
+    EXPECT_EQ(report->recomputed_nodes, run.summary.recomputed_nodes) << what;
     EXPECT_GT(run.summary.candidates, 0u) << what;
     if (r == Recompute::sqrt) {
       EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
       const size_t n = run.summary.candidates;
       const auto k = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(n))));
       EXPECT_EQ(run.summary.checkpoints, n / k) << what;
-    }
-    // The budget strategy takes the smallest arena it finds, which may be the plain step's.
-    if (r == Recompute::budget) {
-      EXPECT_LE(run.arena, plain.arena) << what;
+      sqrt_arena = run.arena;
+    } else {
+      // The search plans none and sqrt too, and takes the smallest arena.
+      EXPECT_LE(run.arena, std::min(plain.arena, sqrt_arena)) << what;
     }
   }
 }

@@ -146,6 +146,7 @@ Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& c
     return Status::ok();
   };
   MEMFIT_RETURN_IF_ERROR(evaluate({}, true));
+  MEMFIT_RETURN_IF_ERROR(evaluate(sqrt_checkpoints(candidates), false));
 
   double threshold = 0;
   double smallest_segment = -1;

@@ -62,13 +62,14 @@ struct RecomputedGraph {
 //          B = sqrt(x * y / 2) for x the bytes kept and y the largest segment
 //          of the last plan, then 6 values of B evenly from the smallest
 //          largest segment seen to the last B times sqrt(2). Each distinct
-//          plan, and the graph without recomputation, is planned with
-//          `arena_of`. Without a budget the smallest arena wins; with one
+//          plan, the sqrt plan and the graph without recomputation are
+//          planned with `arena_of`, so budget never does worse than none or
+//          sqrt. Without a memory budget the smallest arena wins; with one
 //          (`memory_budget` > 0) the plan with the fewest recomputed nodes
 //          whose arena fits, else the smallest arena (which the caller's
 //          budget check then refuses, naming it). Ties go to fewer
 //          recomputed nodes, then to the smaller arena.
-// Cost: none and sqrt O(N + E); budget at most 10 rewrites and calls of arena_of.
+// Cost: none and sqrt O(N + E); budget at most 10 rewrites and 11 calls of arena_of.
 Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
                                         const ArenaOf& arena_of);
 
