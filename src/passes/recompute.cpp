@@ -12,21 +12,23 @@ namespace {
 // Stage 2: which values stay as the forward pass made them.
 Result<std::vector<bool>> kept_values(const Graph& graph, const std::vector<bool>& forward,
                                       const RecomputeOptions& options) {
-  std::vector<bool> read_forward(graph.num_values(), false);
+  // Values the forward pass itself needs: read by a forward node, returned,
+  // or carried to the next step.
+  std::vector<bool> needed(graph.num_values(), false);
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     if (!forward[n]) continue;
-    for (ValueId in : graph.nodes()[n].inputs) read_forward[in.idx()] = true;
+    for (ValueId in : graph.nodes()[n].inputs) needed[in.idx()] = true;
   }
-  for (ValueId v : graph.outputs()) read_forward[v.idx()] = true;
-  for (const StateUpdate& u : graph.updates()) read_forward[u.next.idx()] = true;
+  for (ValueId v : graph.outputs()) needed[v.idx()] = true;
+  for (const StateUpdate& u : graph.updates()) needed[u.next.idx()] = true;
 
   std::vector<bool> keep(graph.num_values(), true);
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.nodes()[n];
     if (!forward[n]) continue;
-    bool needed = false;
-    for (ValueId out : node.outputs) needed = needed || read_forward[out.idx()];
-    if (!needed) continue;
+    bool any_needed = false;
+    for (ValueId out : node.outputs) any_needed = any_needed || needed[out.idx()];
+    if (!any_needed) continue;
     for (ValueId out : node.outputs) keep[out.idx()] = false;
   }
   for (ValueId v : graph.outputs()) keep[v.idx()] = true;
@@ -121,14 +123,12 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
     }
     order.push_back(id);
   }
-  if (counted.recomputed_nodes == 0) {
-    if (stats) *stats = counted;
-    return false;
-  }
+  if (stats) *stats = counted;
+  // Without clones no input was redirected: the graph is as it was.
+  if (counted.recomputed_nodes == 0) return false;
 
   // Stage 4.
   graph = rebuild_graph(graph, order);
-  if (stats) *stats = counted;
   return true;
 }
 
