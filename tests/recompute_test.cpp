@@ -11,6 +11,7 @@
 #include <cmath>
 #include <set>
 
+#include "autodiff/autodiff.h"
 #include "memfit/plan.h"
 #include "passes/phase.h"
 #include "passes/recompute_strategy.h"
@@ -158,6 +159,66 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
+
+// A chain of four tanh nodes, whose gradients read their outputs, and its
+// backward pass; %t2 is the checkpoint (no byte budget: the plan is given).
+TEST(Recompute, ChainClonesEachSegmentJustBeforeItsFirstBackwardReader) {
+  auto parsed = parse_graph(R"(memfit-graph 1
+input %w f32[4] parameter
+node t1 = tanh(%w) -> %t1 f32[4] activation
+node t2 = tanh(%t1) -> %t2 f32[4] activation
+node t3 = tanh(%t2) -> %t3 f32[4] activation
+node t4 = tanh(%t3) -> %t4 f32[4] activation
+node loss = reduce_sum(%t4) {axes=[0] keepdims=false} -> %loss f32[] activation
+output %loss
+)");
+  ASSERT_TRUE(parsed.is_ok()) << parsed.message();
+  Graph g = std::move(parsed).value();
+  ASSERT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
+  EXPECT_EQ(checkpoint_candidates(g).size(), 4u);  // %t1 ... %t4: each cuts the chain
+  RecomputeStats stats;
+  auto changed = recompute(g, RecomputeOptions{{g.find_value("t2")}}, &stats);
+  ASSERT_TRUE(changed.is_ok()) << changed.message();
+  ASSERT_TRUE(verify_graph(g).is_ok()) << verify_graph(g).message();
+  const std::string text = print_graph(g);
+  // %t3 and %t4 are recomputed from %t2 before the gradient of t4; %t1 from
+  // %w only before the gradient of t1, after those of t4, t3 and t2.
+  EXPECT_EQ(stats.recomputed_nodes, 3u) << text;
+  EXPECT_EQ(stats.dropped_values, 3u) << text;
+  auto position = [&](const std::string& node) {
+    for (size_t n = 0; n < g.num_nodes(); ++n) {
+      if (g.nodes()[n].name == node) return static_cast<int>(n);
+    }
+    ADD_FAILURE() << "no node " << node << " in\n" << text;
+    return -1;
+  };
+  // The first node that reads `value`.
+  auto first_reader = [&](const std::string& value) {
+    const ValueId id = g.find_value(value);
+    for (size_t n = 0; n < g.num_nodes(); ++n) {
+      const auto& in = g.nodes()[n].inputs;
+      if (std::find(in.begin(), in.end(), id) != in.end()) return static_cast<int>(n);
+    }
+    ADD_FAILURE() << "nothing reads " << value << " in\n" << text;
+    return -1;
+  };
+  EXPECT_EQ(g.find_value("t2.recompute").valid(), false) << text;
+  const int t3 = position("t3.recompute"), t4 = position("t4.recompute");
+  EXPECT_GT(t3, position("loss")) << text;
+  EXPECT_EQ(t4, t3 + 1) << text;
+  EXPECT_EQ(first_reader("t4.recompute"), t4 + 1) << text;
+  const int t1 = position("t1.recompute");
+  EXPECT_EQ(first_reader("t1.recompute"), t1 + 1) << text;
+  EXPECT_GT(t1, first_reader("t2")) << text;
+  // The originals now die in the forward pass: only forward nodes read them.
+  for (const char* dropped : {"t1", "t3", "t4"}) {
+    const ValueId id = g.find_value(dropped);
+    for (const Node& node : g.nodes()) {
+      if (std::find(node.inputs.begin(), node.inputs.end(), id) == node.inputs.end()) continue;
+      EXPECT_EQ(node_phase(g, node), Phase::forward) << node.name << " reads %" << dropped;
+    }
+  }
+}
 
 // The step graph of resnet-cifar at depth 11, with its state initialized.
 struct ResNetStep {
