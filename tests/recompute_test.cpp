@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <set>
 
 #include "autodiff/autodiff.h"
@@ -112,6 +113,11 @@ struct Case {
   ModelOptions model;
   int64_t accumulate = 1;
 };
+
+// How gtest names a case in test listings.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model.name << " batch " << c.model.batch << " accumulate " << c.accumulate;
+}
 
 class StrategiesGiveTheSameStep : public ::testing::TestWithParam<Case> {};
 
