@@ -352,7 +352,8 @@ TEST(PlanReportJson, IsOneObjectWithTheReportsNumbers) {
   for (const char* key :
        {"model", "batch", "accumulate", "optimizer", "backend", "sharing", "budget_bytes",
         "arena_bytes", "lower_bound_bytes", "no_sharing_bytes", "fragmentation", "by_role",
-        "num_nodes", "peak_step", "algorithm", "timeline"}) {
+        "num_nodes", "peak_step", "algorithm", "recompute", "checkpoint_candidates",
+        "checkpoints", "recomputed_nodes", "timeline"}) {
     EXPECT_EQ(json.fields.count(key), 1u) << key;
   }
   EXPECT_EQ(json.fields.at("model").text, "lenet");

@@ -24,14 +24,16 @@ struct PlanRequest {
   std::string backend = "cpu";  // cpu or reference: whose layouts and workspaces are planned
   size_t budget = 0;            // the largest arena allowed; 0: no limit
   bool share = true;            // false: every value and workspace in a slice of its own
+  Recompute recompute = Recompute::none;
 };
 
-// The part of a step a node belongs to. The rule (see plan_report.cpp): a node
+// The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
 // is `update` if it is an optimizer update, writes a parameter or optimizer
 // state, or reads optimizer state (accumulators included); `backward` if it
 // writes a gradient; `forward` otherwise, which is exactly the nodes of the
-// model's forward graph. The schedule may interleave them: a memory-aware
-// order runs an update as soon as its gradient is complete.
+// model's forward graph and their recomputed clones. The schedule may
+// interleave them: a memory-aware order runs an update as soon as its
+// gradient is complete, and recomputed clones run inside the backward pass.
 enum class Phase : uint8_t { forward, backward, update };
 std::string_view phase_name(Phase phase);
 
@@ -60,6 +62,9 @@ struct PlanReport {
   size_t no_sharing_bytes = 0;   // every value and workspace in a slice of its own
   BytesByRole by_role;           // at peak_step; sums to lower_bound_bytes
   size_t num_nodes = 0;
+  size_t checkpoint_candidates = 0;     // forward values that cut the forward graph
+  size_t checkpoints = 0;               // of them, those kept for the backward pass
+  size_t recomputed_nodes = 0;          // clones of forward nodes in the backward pass
   int32_t peak_step = -1;               // the step where the live bytes reach lower_bound_bytes
   std::string algorithm;                // the heap algorithm whose placement won
   std::vector<TimelinePoint> timeline;  // one per node, in schedule order

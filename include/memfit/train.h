@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memfit/builder.h"
@@ -23,6 +24,20 @@ struct OptimizerConfig {
 // lr to 0 over all the run's optimizer steps (Loshchilov and Hutter 2017).
 enum class Schedule { constant, cosine };
 
+// Recomputation (gradient checkpointing, Chen et al. 2016): the step keeps
+// some forward activations (checkpoints) for the backward pass and computes
+// the others again inside it, trading extra forward work for memory.
+enum class Recompute {
+  none,    // keep every activation the backward pass reads
+  sqrt,    // checkpoint every ~sqrt(n)-th of the n values that cut the forward graph
+  budget,  // Chen's greedy segments under a byte budget, the budget searched for the
+           // smallest arena (or, under a memory budget, the least recomputation that fits)
+};
+std::string_view recompute_name(Recompute recompute);
+// none, sqrt or budget.
+Result<Recompute> parse_recompute(std::string_view text);
+std::vector<std::string> recompute_names();
+
 struct TrainOptions {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t epochs = 2;
@@ -40,6 +55,7 @@ struct TrainOptions {
   int threads = 0;              // threads of the cpu backend; 0: one per core
   bool plan = true;             // share memory as planned; false: a slice per value
   bool poison = false;          // fill memory with NaN as soon as its value dies
+  Recompute recompute = Recompute::none;
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines

@@ -7,30 +7,11 @@
 
 #include "memfit/plan.h"
 #include "memory/planner.h"
+#include "passes/phase.h"
 #include "train/training_program.h"
 
 namespace memfit {
 namespace {
-
-// The phase of a node, from its op and the roles of its inputs and outputs.
-// The optimizer's nodes write parameters or optimizer state, or read
-// optimizer state (the sum of the accumulated and this micro-batch's
-// gradients, which feeds the update); autodiff gives every other node it
-// appends gradient outputs; what remains are the model's own nodes, which
-// write activations (batch norm's running statistics among them).
-Phase node_phase(const Graph& graph, const Node& node) {
-  if (node.op == OpKind::sgd_update || node.op == OpKind::adamw_update) return Phase::update;
-  for (ValueId in : node.inputs) {
-    if (graph.value(in).role == Role::optimizer_state) return Phase::update;
-  }
-  bool gradient = false;
-  for (ValueId out : node.outputs) {
-    const Role role = graph.value(out).role;
-    if (role == Role::parameter || role == Role::optimizer_state) return Phase::update;
-    gradient = gradient || role == Role::gradient;
-  }
-  return gradient ? Phase::backward : Phase::forward;
-}
 
 // The slice bytes live at each step, as the planner counts them: a workspace
 // at its node, and the values of an in-place chain (each written over the one
@@ -108,10 +89,13 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   MEMFIT_ASSIGN_OR_RETURN(Graph graph,
                           build_step_graph(request.model, request.accumulate,
                                            request.optimizer, mode, nullptr));
+  const ExecOptions exec{request.share, false, request.budget};
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(graph), request.recompute, *backend, exec));
   // The executor's own sizes, schedule and plan, without allocating the arena.
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                          Executable::prepare(std::move(graph), *backend,
-                                              ExecOptions{request.share, false, request.budget}));
+                          Executable::prepare(std::move(recomputed.graph), *backend, exec));
   const Graph& g = prepared->graph();
   const MemoryPlan& plan = prepared->plan();
 
@@ -121,6 +105,9 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.no_sharing_bytes = plan.no_sharing_bytes;
   report.by_role = public_roles(plan.by_role);
   report.num_nodes = g.num_nodes();
+  report.checkpoint_candidates = recomputed.summary.candidates;
+  report.checkpoints = recomputed.summary.checkpoints;
+  report.recomputed_nodes = recomputed.summary.recomputed_nodes;
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);

@@ -346,6 +346,13 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   }
   out += format("  %-20s %12zu\n", "nodes", report.num_nodes);
   out += format("  %-20s %12s\n", "heap algorithm", report.algorithm.c_str());
+  out +=
+      format("  %-20s %12s\n", "recompute", std::string(recompute_name(request.recompute)).c_str());
+  if (request.recompute != Recompute::none) {
+    out += format("  %-20s %12zu of %zu candidates\n", "checkpoints", report.checkpoints,
+                  report.checkpoint_candidates);
+    out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
+  }
   return out;
 }
 
@@ -372,6 +379,10 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out +=
       format("  \"num_nodes\": %zu,\n  \"peak_step\": %d,\n", report.num_nodes, report.peak_step);
   out += "  \"algorithm\": " + json_string(report.algorithm) + ",\n";
+  out += "  \"recompute\": " + json_string(recompute_name(request.recompute)) + ",\n";
+  out += format("  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n",
+                report.checkpoint_candidates, report.checkpoints);
+  out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);
   out += "  \"timeline\": [";
   separator = "\n";
   for (const TimelinePoint& point : report.timeline) {

@@ -10,6 +10,7 @@
 #include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "memfit/train.h"
+#include "passes/recompute_strategy.h"
 #include "runtime/executor.h"
 
 namespace memfit {
@@ -21,6 +22,12 @@ namespace memfit {
 Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out);
 
+// `step` (a graph of build_step_graph) after the recompute strategy. The
+// budget strategy compares its candidate plans by the arena that `backend`
+// plans for them with exec's sharing; exec's budget is the memory budget.
+Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
+                                             const Backend& backend, const ExecOptions& exec);
+
 struct StepCounters {
   int64_t micro_step = 0;      // micro-batches run so far
   int64_t optimizer_step = 0;  // optimizer updates so far
@@ -31,12 +38,14 @@ class TrainingProgram {
   // With accumulate = K > 1, micro-batches add their gradients (of the loss
   // scaled by 1/K) to persistent accumulators, and every K-th one also
   // updates the parameters and clears the accumulators.
-  // The evaluation graph is `model` at batch eval_batch.
+  // The evaluation graph is `model` at batch eval_batch. The step graphs
+  // recompute activations as `recompute` says.
   static Result<std::unique_ptr<TrainingProgram>> create(const ModelOptions& model,
                                                          int64_t accumulate,
                                                          const OptimizerConfig& optimizer,
                                                          int64_t eval_batch, const Backend& backend,
-                                                         const ExecOptions& exec = {});
+                                                         const ExecOptions& exec = {},
+                                                         Recompute recompute = Recompute::none);
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.
@@ -63,6 +72,8 @@ class TrainingProgram {
   // arena bytes any step has touched so far.
   size_t arena_bytes() const { return apply_->plan().arena_bytes; }
   size_t high_water_bytes() const { return high_water_bytes_; }
+  // What recomputation did to the step graph that updates the parameters.
+  const RecomputeSummary& recompute_summary() const { return recompute_summary_; }
   // Nodes of the step graph run by each backend, e.g. "cpu 14, reference 9".
   std::string backend_summary() const;
   const Graph& step_graph() const { return apply_->graph(); }
@@ -77,6 +88,7 @@ class TrainingProgram {
   Model model_, eval_model_;
   std::unordered_map<std::string, Init> init_;
   std::vector<std::pair<std::string, Shape>> state_shapes_;
+  RecomputeSummary recompute_summary_;
   size_t high_water_bytes_ = 0;
 };
 

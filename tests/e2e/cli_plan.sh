@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `memfit plan` through the command line: the table, one JSON object with the
 # plan's numbers, a budget under the arena (exit 1), a bad budget (usage,
-# exit 2) and the SVG timeline.
+# exit 2), recomputation and the SVG timeline.
 set -uo pipefail
 memfit="$1"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -39,7 +39,7 @@ out=$("$memfit" plan --model lenet --batch 64 --budget 1KiB 2>&1); rc=$?
 grep -q "smallest arena" <<<"$out" || fail "--budget 1KiB: no smallest arena: $out"
 
 for args in "--budget 12XB" "--budget -5MiB" "--budget 0" "--budget ''" "--optimizer rmsprop" \
-            "--accumulate 0" "--backend tpu"; do
+            "--accumulate 0" "--backend tpu" "--recompute log" "--recompute"; do
   out=$(eval "\"$memfit\" plan --model lenet --batch 64 $args" 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'plan $args' exited $rc, not 2"
   grep -q "Usage" <<<"$out" || fail "'plan $args' printed no usage"
@@ -52,6 +52,19 @@ out=$("$memfit" plan --batch 64 2>&1); rc=$?
 # No sharing: the arena is the sum of every buffer.
 json=$("$memfit" plan --model mlp --batch 32 --optimizer adamw --accumulate 2 --no-sharing --json)
 [ "$(number arena_bytes)" = "$(number no_sharing_bytes)" ] || fail "--no-sharing: $json"
+
+# Recomputation: the table says what was kept and recomputed; the arena shrinks.
+out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --recompute sqrt) ||
+  fail "--recompute sqrt exited $?"
+grep -Eq "^  recompute +sqrt$" <<<"$out" || fail "no recompute line: $out"
+grep -Eq "^  checkpoints +[0-9]+ of [0-9]+ candidates$" <<<"$out" || fail "no checkpoints: $out"
+grep -Eq "^  recomputed nodes +[1-9][0-9]*$" <<<"$out" || fail "no recomputed nodes: $out"
+json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json)
+plain=$(number arena_bytes)
+json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \
+       --recompute budget)
+grep -q '"recompute": "budget",' <<<"$json" || fail "no recompute key: $json"
+[ "$(number arena_bytes)" -lt "$plain" ] || fail "--recompute budget did not shrink $plain: $json"
 
 "$memfit" plan --model lenet --batch 64 --timeline "$dir/lenet.svg" >/dev/null || fail "--timeline"
 head -c 5 "$dir/lenet.svg" | grep -q "<svg " || fail "the timeline does not start with <svg"

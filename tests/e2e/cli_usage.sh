@@ -6,7 +6,7 @@ memfit="$1"
 fail() { echo "FAIL: $*"; exit 1; }
 "$memfit" --help | grep -q "train" || fail "--help does not list train"
 "$memfit" train --help | grep -q -- "--accumulate" || fail "train --help does not list --accumulate"
-for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "train --optimizer rmsprop" "nonexistent" ""; do
+for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "train --optimizer rmsprop" "train --recompute log" "nonexistent" ""; do
   out=$("$memfit" $args 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
   grep -q "Usage" <<<"$out" || fail "'memfit $args' printed no usage"

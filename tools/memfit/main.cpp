@@ -89,6 +89,18 @@ void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
       ->check(CLI::NonNegativeNumber);
 }
 
+// --recompute, shared by train and plan; the strategy is parsed once the
+// flags have been checked against the list.
+void add_recompute_option(CLI::App* cmd, std::string& strategy) {
+  cmd->add_option(
+         "--recompute", strategy,
+         "recompute activations in the backward pass instead of keeping them: none, "
+         "sqrt (a checkpoint every sqrt(n) blocks) or budget (Chen's greedy plan, "
+         "searched for the smallest arena or, under --budget, the least recomputation that fits)")
+      ->check(CLI::IsMember(memfit::recompute_names()))
+      ->capture_default_str();
+}
+
 // `memfit models`: every model at its default size, with its exact parameter
 // count from its forward graph at batch 1 (built, never run).
 int run_models() {
@@ -169,6 +181,8 @@ int main(int argc, char** argv) {
   bool no_plan = false;
   cmd->add_flag("--no-plan", no_plan, "give every value its own memory instead of the planned sharing");
   cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
+  std::string train_recompute = "none";
+  add_recompute_option(cmd, train_recompute);
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
                   "synthetic: N training examples (default 1024)")
@@ -208,6 +222,8 @@ int main(int argc, char** argv) {
                                : std::string();
           },
           "BYTES"));
+  std::string plan_recompute = "none";
+  add_recompute_option(plan_cmd, plan_recompute);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
   plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
@@ -230,6 +246,7 @@ int main(int argc, char** argv) {
 
   if (cmd->parsed()) {
     train.plan = !no_plan;
+    train.recompute = memfit::parse_recompute(train_recompute).value();
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
@@ -239,7 +256,10 @@ int main(int argc, char** argv) {
     }
     return run_train(train);
   }
-  if (plan_cmd->parsed()) return run_plan(plan, plan_flags);
+  if (plan_cmd->parsed()) {
+    plan.recompute = memfit::parse_recompute(plan_recompute).value();
+    return run_plan(plan, plan_flags);
+  }
   if (models_cmd->parsed()) return run_models();
   return 0;
 }

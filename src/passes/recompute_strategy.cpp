@@ -1,0 +1,198 @@
+#include "passes/recompute_strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "passes/phase.h"
+#include "passes/recompute.h"
+
+namespace memfit {
+
+std::string_view recompute_name(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::none:
+      return "none";
+    case Recompute::sqrt:
+      return "sqrt";
+    case Recompute::budget:
+      return "budget";
+  }
+  return "?";
+}
+
+std::vector<std::string> recompute_names() { return {"none", "sqrt", "budget"}; }
+
+Result<Recompute> parse_recompute(std::string_view text) {
+  for (Recompute r : {Recompute::none, Recompute::sqrt, Recompute::budget}) {
+    if (recompute_name(r) == text) return r;
+  }
+  return Status::error("unknown recompute strategy '" + std::string(text) +
+                       "'; use none, sqrt or budget");
+}
+
+namespace {
+
+std::vector<NodeId> forward_nodes(const Graph& graph) {
+  std::vector<NodeId> nodes;
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    if (node_phase(graph, graph.nodes()[n]) == Phase::forward) {
+      nodes.push_back(NodeId(static_cast<int32_t>(n)));
+    }
+  }
+  return nodes;
+}
+
+}  // namespace
+
+std::vector<ValueId> checkpoint_candidates(const Graph& graph) {
+  const std::vector<NodeId> forward = forward_nodes(graph);
+  // The position (among the forward nodes) of each value's last forward reader; -1: none.
+  std::vector<int64_t> last_read(graph.num_values(), -1);
+  for (size_t i = 0; i < forward.size(); ++i) {
+    for (ValueId in : graph.node(forward[i]).inputs) last_read[in.idx()] = static_cast<int64_t>(i);
+  }
+  // `open`: values made by forward nodes so far that a later forward node reads.
+  std::vector<ValueId> candidates;
+  int64_t open = 0;
+  std::vector<bool> closed(graph.num_values(), false);
+  for (size_t i = 0; i < forward.size(); ++i) {
+    const Node& node = graph.node(forward[i]);
+    const auto here = static_cast<int64_t>(i);
+    for (ValueId in : node.inputs) {
+      if (graph.value(in).producer.valid() && last_read[in.idx()] == here && !closed[in.idx()]) {
+        closed[in.idx()] = true;
+        --open;
+      }
+    }
+    ValueId opened;
+    int64_t opened_here = 0;
+    for (ValueId out : node.outputs) {
+      if (last_read[out.idx()] > here) {
+        opened = out;
+        ++opened_here;
+      }
+    }
+    open += opened_here;
+    if (open == 1 && opened_here == 1) candidates.push_back(opened);
+  }
+  return candidates;
+}
+
+std::vector<ValueId> sqrt_checkpoints(const std::vector<ValueId>& candidates) {
+  const auto n = static_cast<double>(candidates.size());
+  const auto k = static_cast<size_t>(std::ceil(std::sqrt(n)));
+  std::vector<ValueId> kept;
+  for (size_t i = k; i >= 1 && i <= candidates.size(); i += k) kept.push_back(candidates[i - 1]);
+  return kept;
+}
+
+GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<ValueId>& candidates,
+                                     size_t segment_bytes) {
+  std::vector<bool> candidate(graph.num_values(), false);
+  for (ValueId v : candidates) candidate[v.idx()] = true;
+  GreedyCheckpoints plan;
+  size_t segment = 0;
+  for (NodeId id : forward_nodes(graph)) {
+    for (ValueId out : graph.node(id).outputs) {
+      segment += graph.value(out).bytes();
+      if (!candidate[out.idx()] || segment <= segment_bytes) continue;
+      plan.checkpoints.push_back(out);
+      plan.kept_bytes += graph.value(out).bytes();
+      plan.largest_segment = std::max(plan.largest_segment, segment);
+      segment = 0;
+    }
+  }
+  plan.largest_segment = std::max(plan.largest_segment, segment);
+  return plan;
+}
+
+namespace {
+
+struct Trial {
+  bool plain = false;  // the graph without recomputation
+  std::vector<ValueId> checkpoints;
+  RecomputedGraph result;
+  size_t arena = 0;
+};
+
+Result<RecomputedGraph> rewrite(const Graph& graph, size_t candidates,
+                                const std::vector<ValueId>& checkpoints) {
+  RecomputedGraph out{graph, {candidates, checkpoints.size(), 0}};
+  RecomputeStats stats;
+  MEMFIT_RETURN_IF_ERROR(recompute(out.graph, RecomputeOptions{checkpoints}, &stats).status());
+  out.summary.recomputed_nodes = stats.recomputed_nodes;
+  return out;
+}
+
+// The budget strategy's search (see the header).
+Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& candidates,
+                                      size_t memory_budget, const ArenaOf& arena_of) {
+  std::vector<Trial> trials;
+  auto evaluate = [&](const std::vector<ValueId>& checkpoints, bool plain) -> Status {
+    for (const Trial& t : trials) {
+      if (t.plain == plain && t.checkpoints == checkpoints) return Status::ok();
+    }
+    Trial trial;
+    trial.plain = plain;
+    if (plain) {
+      trial.result = RecomputedGraph{graph, {candidates.size(), 0, 0}};
+    } else {
+      MEMFIT_ASSIGN_OR_RETURN(trial.result, rewrite(graph, candidates.size(), checkpoints));
+      trial.checkpoints = checkpoints;
+    }
+    MEMFIT_ASSIGN_OR_RETURN(trial.arena, arena_of(trial.result.graph));
+    trials.push_back(std::move(trial));
+    return Status::ok();
+  };
+  MEMFIT_RETURN_IF_ERROR(evaluate({}, true));
+  MEMFIT_RETURN_IF_ERROR(evaluate(sqrt_checkpoints(candidates), false));
+
+  double threshold = 0;
+  double smallest_segment = -1;
+  for (int round = 0; round < 3; ++round) {
+    const GreedyCheckpoints plan =
+        greedy_checkpoints(graph, candidates, static_cast<size_t>(threshold));
+    MEMFIT_RETURN_IF_ERROR(evaluate(plan.checkpoints, false));
+    const auto largest = static_cast<double>(plan.largest_segment);
+    if (smallest_segment < 0 || largest < smallest_segment) smallest_segment = largest;
+    threshold = std::sqrt(static_cast<double>(plan.kept_bytes) * largest / 2);
+  }
+  constexpr int kSteps = 6;
+  const double step = (threshold * std::sqrt(2.0) - smallest_segment) / kSteps;
+  if (step > 0) {
+    for (int k = 1; k <= kSteps; ++k) {
+      const auto b = static_cast<size_t>(smallest_segment + k * step);
+      MEMFIT_RETURN_IF_ERROR(evaluate(greedy_checkpoints(graph, candidates, b).checkpoints, false));
+    }
+  }
+
+  auto better = [&](const Trial& a, const Trial& b) {
+    const bool a_fits = memory_budget > 0 && a.arena <= memory_budget;
+    const bool b_fits = memory_budget > 0 && b.arena <= memory_budget;
+    const size_t a_nodes = a.result.summary.recomputed_nodes;
+    const size_t b_nodes = b.result.summary.recomputed_nodes;
+    if (a_fits != b_fits) return a_fits;
+    if (a_fits && a_nodes != b_nodes) return a_nodes < b_nodes;
+    if (a.arena != b.arena) return a.arena < b.arena;
+    return a_nodes < b_nodes;
+  };
+  size_t best = 0;
+  for (size_t t = 1; t < trials.size(); ++t) {
+    if (better(trials[t], trials[best])) best = t;
+  }
+  return std::move(trials[best].result);
+}
+
+}  // namespace
+
+Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
+                                        const ArenaOf& arena_of) {
+  if (strategy == Recompute::none) return RecomputedGraph{std::move(graph), {}};
+  const std::vector<ValueId> candidates = checkpoint_candidates(graph);
+  if (strategy == Recompute::sqrt)
+    return rewrite(graph, candidates.size(), sqrt_checkpoints(candidates));
+  return search_budget(std::move(graph), candidates, memory_budget, arena_of);
+}
+
+}  // namespace memfit

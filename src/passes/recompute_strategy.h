@@ -1,0 +1,76 @@
+// Which forward values a step keeps for the backward pass: the strategies of
+// Chen et al. 2016 behind `--recompute`, over the recompute pass (recompute.h).
+//
+// Candidates (Chen's split points): values that cut the forward graph. In the
+// forward nodes' order, after the node that makes a candidate, no other value
+// made so far is still to be read by a forward node; graph inputs
+// (parameters, data, state) do not count, since they stay anyway. So a
+// segment between two candidates depends on the earlier one alone, and a
+// residual block is never cut in the middle: its input is read again by its
+// final add. Found in one sweep: O(N + E).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "memfit/ir.h"
+#include "memfit/train.h"
+
+namespace memfit {
+
+// The candidates of a step graph (or a forward graph), in the forward order.
+std::vector<ValueId> checkpoint_candidates(const Graph& graph);
+
+// Chen's Algorithm 1: with n candidates, every k-th one, k = ceil(sqrt(n)),
+// so the forward pass splits into about sqrt(n) segments of about sqrt(n)
+// candidates each.
+std::vector<ValueId> sqrt_checkpoints(const std::vector<ValueId>& candidates);
+
+// Chen's budgeted greedy plan (MXNet memonger's make_mirror_plan): walking the
+// forward nodes in order, add up the bytes of their outputs; at a candidate,
+// when the sum exceeds `segment_bytes`, keep it and start a new segment.
+struct GreedyCheckpoints {
+  std::vector<ValueId> checkpoints;
+  size_t kept_bytes = 0;       // the checkpoints' bytes
+  size_t largest_segment = 0;  // the most bytes summed in one segment
+};
+GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<ValueId>& candidates,
+                                     size_t segment_bytes);
+
+// The arena a step graph would be planned in: the search of the budget
+// strategy compares plans by it.
+using ArenaOf = std::function<Result<size_t>(const Graph&)>;
+
+// What a strategy did to a step graph.
+struct RecomputeSummary {
+  size_t candidates = 0;        // values that cut the forward graph
+  size_t checkpoints = 0;       // of them, those kept
+  size_t recomputed_nodes = 0;  // clones inserted
+};
+
+struct RecomputedGraph {
+  Graph graph;
+  RecomputeSummary summary;
+};
+
+// Applies `strategy` to a step graph (the recompute pass's input invariants).
+//  none:   the graph as it is.
+//  sqrt:   sqrt_checkpoints of the candidates.
+//  budget: Chen's search over the segment budget B (as memonger's
+//          search_plan): B = 0 (every candidate kept), then twice
+//          B = sqrt(x * y / 2) for x the bytes kept and y the largest segment
+//          of the last plan, then 6 values of B evenly from the smallest
+//          largest segment seen to the last B times sqrt(2). Each distinct
+//          plan, the sqrt plan and the graph without recomputation are
+//          planned with `arena_of`, so budget never does worse than none or
+//          sqrt. Without a memory budget the smallest arena wins; with one
+//          (`memory_budget` > 0) the plan with the fewest recomputed nodes
+//          whose arena fits, else the smallest arena (which the caller's
+//          budget check then refuses, naming it). Ties go to fewer
+//          recomputed nodes, then to the smaller arena.
+// Cost: none and sqrt O(N + E); budget at most 10 rewrites and 11 calls of arena_of.
+Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
+                                        const ArenaOf& arena_of);
+
+}  // namespace memfit
