@@ -15,6 +15,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <set>
 
@@ -63,7 +64,8 @@ TEST(ChainDp, EqualsBruteForceOnRandomChains) {
     for (size_t memory = 0; memory <= all + 1; ++memory) {
       const double expected = brute_force(blocks, memory);
       const auto dp = solve_chain(blocks, memory);
-      ASSERT_EQ(dp.has_value(), std::isfinite(expected)) << "trial " << trial << " memory " << memory;
+      ASSERT_EQ(dp.has_value(), std::isfinite(expected))
+          << "trial " << trial << " memory " << memory;
       if (!dp) {
         ++infeasible;
         continue;
@@ -155,8 +157,10 @@ INSTANTIATE_TEST_SUITE_P(
         ModelOptions{.name = "resnet18", .batch = 2, .image_size = 32, .classes = 10, .width = 8},
         ModelOptions{.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20, .width = 4},
         ModelOptions{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 8},
-        ModelOptions{.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 6, .vocab = 16},
-        ModelOptions{.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+        ModelOptions{
+            .name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 6, .vocab = 16},
+        ModelOptions{
+            .name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
         ModelOptions{.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 8, .vocab = 16},
         ModelOptions{
             .name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
@@ -182,7 +186,7 @@ struct StepRun {
 
 // CBC's time limit in these tests: a small graph's program is solved (or
 // stopped with its best solution) well within it.
-constexpr double kMilpSeconds = 1;
+constexpr double kMilpSeconds = 0.5;
 
 // The exact bytes after "the smallest arena this plan reaches is " in a
 // budget error; 0 when it is not there.
@@ -210,8 +214,8 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recomp
   if (!program) return run;
   run.summary = (*program)->recompute_summary();
   (*program)->init_state(run.state, 7);
-  auto data = synthetic_source(data_kind(model.name), (*program)->model(),
-                               model.batch * accumulate, model.batch, 11);
+  auto data = synthetic_source(data_kind(model.name), (*program)->model(), model.batch * accumulate,
+                               model.batch, 11);
   EXPECT_TRUE(data.is_ok()) << data.message();
   if (!data) return run;
   Batch batch = Batch::for_model((*program)->model());
@@ -245,41 +249,54 @@ void expect_identical(const StepRun& expected, const StepRun& actual, const std:
   }
 }
 
-TEST(OptimalAndMilp, TrainingStepsAreBitIdentical) {
-  struct Case {
-    ModelOptions model;
-    int64_t accumulate;
-    Recompute recompute;
-  };
-  // Sizes at which recomputation makes the arena smaller (at smaller ones the
-  // plain step is already the smallest, and the strategies keep it).
-  const ModelOptions resnet{.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 11};
-  const std::vector<Case> cases = {
-      {resnet, 1, Recompute::optimal},
-      {resnet, 2, Recompute::optimal},
-      {resnet, 1, Recompute::milp},
-  };
-  for (const Case& c : cases) {
-    if (c.recompute == Recompute::milp && !milp_available()) continue;
-    const std::string what = c.model.name + " " + std::string(recompute_name(c.recompute));
-    const StepRun plain = one_step(c.model, c.accumulate, Recompute::none);
-    // Under the smallest arena the strategy reaches, so that it recomputes.
-    PlanRequest request;
-    request.model = c.model;
-    request.accumulate = c.accumulate;
-    request.optimizer = sgd();
-    request.recompute = c.recompute;
-    request.milp_seconds = kMilpSeconds;
-    request.budget = 1;
-    auto refused = plan_training_step(request);
-    ASSERT_FALSE(refused.is_ok()) << what;
-    const size_t smallest = smallest_arena_in(refused.message());
-    ASSERT_GT(smallest, 0u) << refused.message();
-    const StepRun run = one_step(c.model, c.accumulate, c.recompute, smallest);
-    EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
-    expect_identical(plain, run, what);
-  }
+struct StepCase {
+  ModelOptions model;
+  int64_t accumulate = 1;
+  Recompute recompute = Recompute::optimal;
+};
+
+void PrintTo(const StepCase& c, std::ostream* os) {
+  *os << c.model.name << " accumulate " << c.accumulate << " " << recompute_name(c.recompute);
 }
+
+class StepsAreBitIdentical : public ::testing::TestWithParam<StepCase> {};
+
+TEST_P(StepsAreBitIdentical, UnderTheSmallestArena) {
+  const StepCase& c = GetParam();
+  if (c.recompute == Recompute::milp && !milp_available()) GTEST_SKIP() << "built without CBC";
+  const std::string what = c.model.name + " " + std::string(recompute_name(c.recompute));
+  const StepRun plain = one_step(c.model, c.accumulate, Recompute::none);
+  // Under the smallest arena the strategy reaches, so that it recomputes.
+  PlanRequest request;
+  request.model = c.model;
+  request.accumulate = c.accumulate;
+  request.optimizer = sgd();
+  request.recompute = c.recompute;
+  request.milp_seconds = kMilpSeconds;
+  request.budget = 1;
+  auto refused = plan_training_step(request);
+  ASSERT_FALSE(refused.is_ok()) << what;
+  const size_t smallest = smallest_arena_in(refused.message());
+  ASSERT_GT(smallest, 0u) << refused.message();
+  const StepRun run = one_step(c.model, c.accumulate, c.recompute, smallest);
+  EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
+  expect_identical(plain, run, what);
+}
+
+// Sizes at which recomputation makes the arena smaller (at smaller ones the
+// plain step is already the smallest, and the strategies keep it). Batch
+// norm: a clone sees the same batch and does not update the running
+// statistics again; accumulate 2 also runs the accumulating step graph.
+const ModelOptions kResNet{.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 11};
+
+INSTANTIATE_TEST_SUITE_P(Strategies, StepsAreBitIdentical,
+                         ::testing::Values(StepCase{kResNet, 1, Recompute::optimal},
+                                           StepCase{kResNet, 2, Recompute::optimal},
+                                           StepCase{kResNet, 1, Recompute::milp}),
+                         [](const ::testing::TestParamInfo<StepCase>& info) {
+                           return std::string(recompute_name(info.param.recompute)) +
+                                  "_accumulate_" + std::to_string(info.param.accumulate);
+                         });
 
 TEST(Optimal, AnUnmeetableBudgetNamesTheSmallestArenaWhichFits) {
   PlanRequest request;
@@ -345,10 +362,11 @@ TEST(Milp, DropsInsideALongSkipWhereChainStrategiesCannot) {
 
 TEST(Milp, RefusesLargeGraphsNamingTheLimit) {
   if (!milp_available()) GTEST_SKIP() << "built without CBC";
-  const Graph step = build_step_graph({.name = "resnet-cifar", .batch = 1, .image_size = 8,
-                                       .depth = 56, .width = 2},
-                                      1, sgd(), UpdateMode::apply, nullptr)
-                         .value();
+  const Graph step =
+      build_step_graph(
+          {.name = "resnet-cifar", .batch = 1, .image_size = 8, .depth = 56, .width = 2}, 1, sgd(),
+          UpdateMode::apply, nullptr)
+          .value();
   const auto backend = make_cpu_backend();
   auto refused = apply_milp(step, 0, cpu_arena_of(*backend), roofline_cost(), 1);
   ASSERT_FALSE(refused.is_ok());

@@ -19,9 +19,8 @@ double roofline_seconds(const Graph& graph, const Node& node, const MachineSpec&
 }
 
 NodeSeconds roofline_cost(const MachineSpec& spec) {
-  return [spec](const Graph& graph, const Node& node) {
-    return roofline_seconds(graph, node, spec);
-  };
+  return
+      [spec](const Graph& graph, const Node& node) { return roofline_seconds(graph, node, spec); };
 }
 
 namespace {
@@ -72,8 +71,8 @@ Graph single_node_graph(const Graph& graph, const Node& node) {
   Graph g;
   Node copy = node;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    copy.inputs[i] = g.add_input("in" + std::to_string(i), graph.value(node.inputs[i]).type,
-                                 Role::input);
+    copy.inputs[i] =
+        g.add_input("in" + std::to_string(i), graph.value(node.inputs[i]).type, Role::input);
   }
   const NodeId id(0);
   for (size_t o = 0; o < node.outputs.size(); ++o) {

@@ -22,6 +22,7 @@ bool milp_available() {
 #endif
 }
 
+#ifdef MEMFIT_HAVE_CBC
 namespace {
 
 // Stage 1: the droppable nodes and the stages that need them.
@@ -29,10 +30,10 @@ struct MilpProblem {
   struct Item {
     std::vector<ValueId> outputs;  // its droppable outputs: kept or recomputed together
     double seconds = 0;
-    double mib = 0;                 // the outputs' bytes, in MiB (well-scaled coefficients)
-    int32_t last = 0;               // L_i: the last stage (1-based) that needs it
-    std::vector<int32_t> read_at;   // stages whose node reads it
-    std::vector<int32_t> inputs;    // items it reads
+    double mib = 0;                // the outputs' bytes, in MiB (well-scaled coefficients)
+    int32_t last = 0;              // L_i: the last stage (1-based) that needs it
+    std::vector<int32_t> read_at;  // stages whose node reads it
+    std::vector<int32_t> inputs;   // items it reads
   };
   std::vector<Item> items;  // in forward order; only those some stage needs
   int32_t stages = 0;
@@ -107,8 +108,6 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
   return problem;
 }
 
-#ifdef MEMFIT_HAVE_CBC
-
 // Stages 2-3 for memory M (MiB): the items to keep, or an empty result
 // (with `feasible` false) when CBC finds no solution in `seconds`.
 std::vector<bool> solve_milp(const MilpProblem& p, double memory_mib, double seconds,
@@ -172,9 +171,8 @@ std::vector<bool> solve_milp(const MilpProblem& p, double memory_mib, double sec
   return kept;
 }
 
-#endif
-
 }  // namespace
+#endif
 
 Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
                                    const NodeSeconds& seconds, double time_limit) {
@@ -182,14 +180,15 @@ Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const Aren
   (void)graph, (void)memory_budget, (void)arena_of, (void)seconds, (void)time_limit;
   return Status::error(
       "--recompute milp needs CBC, and this memfit was built without it: install "
-      "coinor-libcbc-dev (scripts/install-deps.sh) and configure again, or use --recompute optimal");
+      "coinor-libcbc-dev (scripts/install-deps.sh) and configure again, or use --recompute "
+      "optimal");
 #else
   const MilpProblem problem = milp_problem(graph, seconds);
   if (problem.items.size() > kMilpMaxNodes) {
-    return Status::error("--recompute milp solves graphs of at most " +
-                         std::to_string(kMilpMaxNodes) + " recomputable forward nodes; this one has " +
-                         std::to_string(problem.items.size()) +
-                         ": use --recompute optimal, or a smaller model");
+    return Status::error(
+        "--recompute milp solves graphs of at most " + std::to_string(kMilpMaxNodes) +
+        " recomputable forward nodes; this one has " + std::to_string(problem.items.size()) +
+        ": use --recompute optimal, or a smaller model");
   }
   const std::vector<ValueId> candidates = checkpoint_candidates(graph);
   TrialSet trials(graph, candidates.size(), arena_of, seconds);
@@ -217,8 +216,8 @@ Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const Aren
     }
     std::vector<ValueId> keep;
     for (size_t i = 0; i < kept.size(); ++i) {
-      if (kept[i]) keep.insert(keep.end(), problem.items[i].outputs.begin(),
-                               problem.items[i].outputs.end());
+      if (kept[i])
+        keep.insert(keep.end(), problem.items[i].outputs.begin(), problem.items[i].outputs.end());
     }
     MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* trial, trials.plan(std::move(keep)));
     (trial->arena <= target ? lo : hi) = mid;

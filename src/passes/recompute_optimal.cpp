@@ -119,7 +119,8 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
   // The recompute pass's stage 2 without checkpoints: which forward values it drops.
   std::vector<bool> needed(graph.num_values(), false), backward_reads(graph.num_values(), false);
   for (size_t i = 0; i < num_nodes; ++i) {
-    for (ValueId in : graph.nodes()[i].inputs) (forward[i] ? needed : backward_reads)[in.idx()] = true;
+    for (ValueId in : graph.nodes()[i].inputs)
+      (forward[i] ? needed : backward_reads)[in.idx()] = true;
   }
   std::vector<bool> fixed(graph.num_values(), false);
   for (ValueId v : graph.outputs()) needed[v.idx()] = fixed[v.idx()] = true;
@@ -255,7 +256,8 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
   const GraphChain chain = graph_chain(graph, seconds);
   TrialSet trials(graph, chain.candidates.size(), arena_of, seconds);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
-  MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(chain.candidates)));
+  MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt,
+                          trials.plan(sqrt_checkpoints(chain.candidates)));
   MEMFIT_RETURN_IF_ERROR(trials.plan(chain.candidates).status());
   const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
   if (plain->arena <= target) return trials.best(target);

@@ -97,7 +97,7 @@ std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, 
 // values each block keeps when stored.
 struct GraphChain {
   std::vector<ValueId> candidates;
-  std::vector<ChainBlock> blocks;               // candidates.size() + 1
+  std::vector<ChainBlock> blocks;                  // candidates.size() + 1
   std::vector<std::vector<ValueId>> block_values;  // the outputs of each block's dropped nodes
 };
 GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds);

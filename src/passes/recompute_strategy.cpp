@@ -33,8 +33,8 @@ std::string_view cost_model_name(CostModel model) {
 std::vector<std::string> recompute_names() { return {"none", "sqrt", "budget", "optimal", "milp"}; }
 
 Result<Recompute> parse_recompute(std::string_view text) {
-  for (Recompute r : {Recompute::none, Recompute::sqrt, Recompute::budget, Recompute::optimal,
-                       Recompute::milp}) {
+  for (Recompute r :
+       {Recompute::none, Recompute::sqrt, Recompute::budget, Recompute::optimal, Recompute::milp}) {
     if (recompute_name(r) == text) return r;
   }
   return Status::error("unknown recompute strategy '" + std::string(text) +

@@ -353,8 +353,8 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                   report.checkpoint_candidates);
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
-  out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step", report.predicted_step_seconds,
-                std::string(cost_model_name(request.cost)).c_str());
+  out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step",
+                report.predicted_step_seconds, std::string(cost_model_name(request.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
   return out;
 }

@@ -84,9 +84,9 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   if (accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
-    MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed_acc,
-                            recompute_step_graph(std::move(acc), recompute, backend, exec,
-                                                 recompute_cost));
+    MEMFIT_ASSIGN_OR_RETURN(
+        RecomputedGraph recomputed_acc,
+        recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
                             Executable::compile(std::move(recomputed_acc.graph), backend, exec));
   }
