@@ -38,6 +38,10 @@ struct MilpProblem {
   std::vector<Item> items;  // in forward order; only those some stage needs
   int32_t stages = 0;
   double total_mib = 0;
+  // base_mib[t - 1]: the bytes of every other value (parameters, gradients,
+  // optimizer state, kept activations) live at stage t's node in the graph's
+  // order: the same for every choice, but it decides which stage peaks.
+  std::vector<double> base_mib;
 };
 
 MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
@@ -77,13 +81,38 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
     all.push_back(std::move(item));
   }
   MilpProblem problem;
+  // The live bytes of the values that are not items, over the graph's order
+  // (a difference array): inputs from the start, outputs and updates to the end.
+  std::vector<int32_t> last_use(graph.num_values(), -1);
+  for (size_t i = 0; i < num_nodes; ++i) {
+    for (ValueId in : graph.nodes()[i].inputs) last_use[in.idx()] = static_cast<int32_t>(i);
+  }
+  const auto end = static_cast<int32_t>(num_nodes) - 1;
+  for (ValueId v : graph.outputs()) last_use[v.idx()] = end;
+  for (const StateUpdate& u : graph.updates()) last_use[u.state.idx()] = last_use[u.next.idx()] = end;
+  std::vector<double> delta(num_nodes + 1, 0);
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    const Value& value = graph.values()[v];
+    if (item_of[v] >= 0) continue;
+    const int32_t def = value.producer.valid() ? value.producer.index : 0;
+    const int32_t last = std::max(last_use[v], def);
+    const double mib = static_cast<double>(value.bytes()) / (1 << 20);
+    delta[static_cast<size_t>(def)] += mib;
+    delta[static_cast<size_t>(last) + 1] -= mib;
+  }
+  std::vector<double> live(num_nodes);
+  double running = 0;
+  for (size_t i = 0; i < num_nodes; ++i) live[i] = running += delta[i];
   for (size_t i = 0; i < num_nodes; ++i) {
     if (forward[i]) continue;
     bool reads = false;
     for (ValueId in : graph.nodes()[i].inputs) {
       const int32_t item = item_of[in.idx()];
       if (item < 0) continue;
-      if (!reads) ++problem.stages;
+      if (!reads) {
+        ++problem.stages;
+        problem.base_mib.push_back(live[i]);
+      }
       reads = true;
       auto& at = all[static_cast<size_t>(item)].read_at;
       if (at.empty() || at.back() != problem.stages) at.push_back(problem.stages);
@@ -156,7 +185,7 @@ std::vector<bool> solve_milp(const MilpProblem& p, double memory_mib, double sec
       cols.insert(cols.end(), {s(i, t), r(i, t)});
       coefs.insert(coefs.end(), {p.items[i].mib, p.items[i].mib});
     }
-    if (!cols.empty()) row(cols, coefs, 'L', memory_mib);
+    if (!cols.empty()) row(cols, coefs, 'L', memory_mib - p.base_mib[static_cast<size_t>(t - 1)]);
   }
   Cbc_setObjSense(model, 1);
   Cbc_setMaximumSeconds(model, std::max(seconds, 0.1));
@@ -201,7 +230,9 @@ Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const Aren
   // Stage 4: bisection over M, each solve with an equal share of the time left.
   constexpr int kSolves = 6;
   const auto start = std::chrono::steady_clock::now();
-  double lo = 0, hi = problem.total_mib;
+  double base = 0;
+  for (double b : problem.base_mib) base = std::max(base, b);
+  double lo = base, hi = base + problem.total_mib;
   for (int solve = 0; solve < kSolves; ++solve) {
     const double spent =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

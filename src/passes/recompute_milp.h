@@ -20,7 +20,10 @@
 //    not held or recomputed in the stage before: S_{t+1,i} <= S_{t,i} +
 //    R_{t,i}; single level, as the rewrite pass clones each node once and
 //    never a kept one: sum_t R_{t,i} <= 1 - k_i; memory: in every stage the
-//    bytes held or recomputed, sum_i bytes_i (S_{t,i} + R_{t,i}), at most M.
+//    bytes held or recomputed, sum_i bytes_i (S_{t,i} + R_{t,i}), plus the
+//    bytes of every other value live at the stage's node in the graph's
+//    order (parameters, gradients, state: the same for every choice, but
+//    they decide which stage peaks), at most M.
 //    Objective: least predicted seconds, sum cost_i R_{t,i}.
 // 3. Solve with CBC (Cbc_C_Interface), each solve under its share of the
 //    time limit; the solution maps onto the rewrite pass as the
@@ -29,8 +32,8 @@
 // 4. Search, as `optimal`'s stage 6: the planner's arena is the truth; the
 //    target is the memory budget or else sqrt's arena; the plain graph,
 //    sqrt's and the all-candidates checkpoint sets are planned, then a
-//    bisection over M (at most 6 solves between 0 and the bytes of all
-//    droppable values) plans each solution; the least predicted
+//    bisection over M (at most 6 solves, between the largest stage's other
+//    bytes and that plus the bytes of all droppable values) plans each solution; the least predicted
 //    recomputation time that fits wins, else the smallest arena.
 // Guarantees: as the recompute pass's; a graph with more droppable forward
 // nodes than kMilpMaxNodes is refused with a message that names the limit.

@@ -224,8 +224,10 @@ Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain
     RecomputeStats stats;
     MEMFIT_RETURN_IF_ERROR(recompute(trial.result.graph, RecomputeOptions{keep}, &stats).status());
     trial.result.summary.recomputed_nodes = stats.recomputed_nodes;
-    trial.recompute_seconds =
-        std::max(0.0, graph_seconds(trial.result.graph, seconds_, true) - forward_seconds_);
+    if (stats.recomputed_nodes > 0) {
+      trial.recompute_seconds =
+          std::max(0.0, graph_seconds(trial.result.graph, seconds_, true) - forward_seconds_);
+    }
   }
   MEMFIT_ASSIGN_OR_RETURN(trial.arena, arena_of_(trial.result.graph));
   trials_.emplace_back(std::move(keep), std::move(trial));

@@ -111,8 +111,11 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.checkpoints = recomputed.summary.checkpoints;
   report.recomputed_nodes = recomputed.summary.recomputed_nodes;
   report.predicted_step_seconds = graph_seconds(g, seconds);
+  // Without clones the difference is only rounding (the schedule may sum in another order).
   report.predicted_recompute_seconds =
-      std::max(0.0, graph_seconds(g, seconds, true) - forward_seconds);
+      recomputed.summary.recomputed_nodes == 0
+          ? 0.0
+          : std::max(0.0, graph_seconds(g, seconds, true) - forward_seconds);
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);
