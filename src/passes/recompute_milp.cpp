@@ -89,7 +89,8 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
   }
   const auto end = static_cast<int32_t>(num_nodes) - 1;
   for (ValueId v : graph.outputs()) last_use[v.idx()] = end;
-  for (const StateUpdate& u : graph.updates()) last_use[u.state.idx()] = last_use[u.next.idx()] = end;
+  for (const StateUpdate& u : graph.updates())
+    last_use[u.state.idx()] = last_use[u.next.idx()] = end;
   std::vector<double> delta(num_nodes + 1, 0);
   for (size_t v = 0; v < graph.num_values(); ++v) {
     const Value& value = graph.values()[v];

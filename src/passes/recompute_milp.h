@@ -33,8 +33,8 @@
 //    target is the memory budget or else sqrt's arena; the plain graph,
 //    sqrt's and the all-candidates checkpoint sets are planned, then a
 //    bisection over M (at most 6 solves, between the largest stage's other
-//    bytes and that plus the bytes of all droppable values) plans each solution; the least predicted
-//    recomputation time that fits wins, else the smallest arena.
+//    bytes and that plus the bytes of all droppable values) plans each solution; the least
+//    predicted recomputation time that fits wins, else the smallest arena.
 // Guarantees: as the recompute pass's; a graph with more droppable forward
 // nodes than kMilpMaxNodes is refused with a message that names the limit.
 // Cost: at most 6 CBC solves of O(T * n) binaries and constraints, n the
