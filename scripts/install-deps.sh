@@ -7,6 +7,7 @@ packages=(
   zlib1g-dev                # reading the gzipped Fashion-MNIST files
   libcli11-dev              # the command line
   libgtest-dev              # the tests
+  coinor-libcbc-dev         # CBC: the MILP solver of --recompute milp (optional)
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
 )
 sudo=""

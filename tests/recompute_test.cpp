@@ -437,7 +437,7 @@ TEST(Recompute, StrategyNames) {
   }
   auto bad = parse_recompute("log");
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.message().find("none, sqrt or budget"), std::string::npos);
+  EXPECT_NE(bad.message().find("none, sqrt, budget"), std::string::npos);
 }
 
 }  // namespace

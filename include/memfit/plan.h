@@ -25,6 +25,8 @@ struct PlanRequest {
   size_t budget = 0;            // the largest arena allowed; 0: no limit
   bool share = true;            // false: every value and workspace in a slice of its own
   Recompute recompute = Recompute::none;
+  CostModel cost = CostModel::roofline;  // the predicted times, and what optimal and milp minimize
+  double milp_seconds = 30;              // milp: CBC's time limit, in all
 };
 
 // The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
@@ -65,6 +67,10 @@ struct PlanReport {
   size_t checkpoint_candidates = 0;     // forward values that cut the forward graph
   size_t checkpoints = 0;               // of them, those kept for the backward pass
   size_t recomputed_nodes = 0;          // clones of forward nodes in the backward pass
+  // Predicted by the request's cost model: the whole step (every node, clones
+  // included), and the forward work the clones add.
+  double predicted_step_seconds = 0;
+  double predicted_recompute_seconds = 0;
   int32_t peak_step = -1;               // the step where the live bytes reach lower_bound_bytes
   std::string algorithm;                // the heap algorithm whose placement won
   std::vector<TimelinePoint> timeline;  // one per node, in schedule order

@@ -32,11 +32,19 @@ enum class Recompute {
   sqrt,    // checkpoint every ~sqrt(n)-th of the n values that cut the forward graph
   budget,  // Chen's greedy segments under a byte budget, the budget searched for the
            // smallest arena (or, under a memory budget, the least recomputation that fits)
+  optimal,  // dynamic programming over the chain of blocks: least predicted recompute time
+  milp,     // Checkmate-style integer program (CBC), for small graphs of any shape
 };
 std::string_view recompute_name(Recompute recompute);
-// none, sqrt or budget.
+// none, sqrt, budget, optimal or milp.
 Result<Recompute> parse_recompute(std::string_view text);
 std::vector<std::string> recompute_names();
+
+// Where the predicted node times of optimal, milp and `memfit plan` come from
+// (src/cost/cost_model.h): the op table's flops and bytes over fixed machine
+// constants, or each distinct node timed once on the backend at hand.
+enum class CostModel { roofline, measured };
+std::string_view cost_model_name(CostModel model);
 
 struct TrainOptions {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
@@ -56,6 +64,8 @@ struct TrainOptions {
   bool plan = true;             // share memory as planned; false: a slice per value
   bool poison = false;          // fill memory with NaN as soon as its value dies
   Recompute recompute = Recompute::none;
+  CostModel cost = CostModel::roofline;  // optimal and milp: whose node times they minimize
+  double milp_seconds = 30;              // milp: CBC's time limit, in all
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines

@@ -6,6 +6,7 @@
 
 #include "passes/phase.h"
 #include "passes/recompute.h"
+#include "passes/recompute_optimal.h"
 
 namespace memfit {
 
@@ -17,18 +18,27 @@ std::string_view recompute_name(Recompute recompute) {
       return "sqrt";
     case Recompute::budget:
       return "budget";
+    case Recompute::optimal:
+      return "optimal";
+    case Recompute::milp:
+      return "milp";
   }
   return "?";
 }
 
-std::vector<std::string> recompute_names() { return {"none", "sqrt", "budget"}; }
+std::string_view cost_model_name(CostModel model) {
+  return model == CostModel::measured ? "measured" : "roofline";
+}
+
+std::vector<std::string> recompute_names() { return {"none", "sqrt", "budget", "optimal", "milp"}; }
 
 Result<Recompute> parse_recompute(std::string_view text) {
-  for (Recompute r : {Recompute::none, Recompute::sqrt, Recompute::budget}) {
+  for (Recompute r :
+       {Recompute::none, Recompute::sqrt, Recompute::budget, Recompute::optimal, Recompute::milp}) {
     if (recompute_name(r) == text) return r;
   }
   return Status::error("unknown recompute strategy '" + std::string(text) +
-                       "'; use none, sqrt or budget");
+                       "'; use none, sqrt, budget, optimal or milp");
 }
 
 namespace {
@@ -189,6 +199,9 @@ Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& c
 Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
                                         const ArenaOf& arena_of) {
   if (strategy == Recompute::none) return RecomputedGraph{std::move(graph), {}};
+  // The cost-driven strategies, with the roofline cost model (src/passes/recompute_optimal.h).
+  if (strategy == Recompute::optimal || strategy == Recompute::milp)
+    return apply_recompute_costed(std::move(graph), strategy, memory_budget, arena_of, {});
   const std::vector<ValueId> candidates = checkpoint_candidates(graph);
   if (strategy == Recompute::sqrt)
     return rewrite(graph, candidates.size(), sqrt_checkpoints(candidates));

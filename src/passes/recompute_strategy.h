@@ -69,6 +69,8 @@ struct RecomputedGraph {
 //          whose arena fits, else the smallest arena (which the caller's
 //          budget check then refuses, naming it). Ties go to fewer
 //          recomputed nodes, then to the smaller arena.
+//  optimal, milp: src/passes/recompute_optimal.h and recompute_milp.h, with
+//          the roofline cost model (apply_recompute_costed takes another).
 // Cost: none and sqrt O(N + E); budget at most 10 rewrites and 11 calls of arena_of.
 Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
                                         const ArenaOf& arena_of);

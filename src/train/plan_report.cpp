@@ -90,9 +90,11 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
                           build_step_graph(request.model, request.accumulate,
                                            request.optimizer, mode, nullptr));
   const ExecOptions exec{request.share, false, request.budget};
-  MEMFIT_ASSIGN_OR_RETURN(
-      RecomputedGraph recomputed,
-      recompute_step_graph(std::move(graph), request.recompute, *backend, exec));
+  const NodeSeconds seconds = step_cost(graph, *backend, request.cost);
+  const double forward_seconds = graph_seconds(graph, seconds, true);
+  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
+                          recompute_step_graph(std::move(graph), request.recompute, *backend, exec,
+                                               RecomputeCost{seconds, request.milp_seconds}));
   // The executor's own sizes, schedule and plan, without allocating the arena.
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,
                           Executable::prepare(std::move(recomputed.graph), *backend, exec));
@@ -108,6 +110,12 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.checkpoint_candidates = recomputed.summary.candidates;
   report.checkpoints = recomputed.summary.checkpoints;
   report.recomputed_nodes = recomputed.summary.recomputed_nodes;
+  report.predicted_step_seconds = graph_seconds(g, seconds);
+  // Without clones the difference is only rounding (the schedule may sum in another order).
+  report.predicted_recompute_seconds =
+      recomputed.summary.recomputed_nodes == 0
+          ? 0.0
+          : std::max(0.0, graph_seconds(g, seconds, true) - forward_seconds);
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);

@@ -353,6 +353,9 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                   report.checkpoint_candidates);
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
+  out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step",
+                report.predicted_step_seconds, std::string(cost_model_name(request.cost)).c_str());
+  out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
   return out;
 }
 
@@ -383,6 +386,9 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += format("  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n",
                 report.checkpoint_candidates, report.checkpoints);
   out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);
+  out += "  \"cost_model\": " + json_string(cost_model_name(request.cost)) + ",\n";
+  out += format("  \"predicted_step_seconds\": %.9g,\n  \"predicted_recompute_seconds\": %.9g,\n",
+                report.predicted_step_seconds, report.predicted_recompute_seconds);
   out += "  \"timeline\": [";
   separator = "\n";
   for (const TimelinePoint& point : report.timeline) {

@@ -32,13 +32,19 @@ uint64_t name_hash(const std::string& name) {
 }  // namespace
 
 Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
-                                             const Backend& backend, const ExecOptions& exec) {
+                                             const Backend& backend, const ExecOptions& exec,
+                                             const RecomputeCost& cost) {
   const ExecOptions planning{exec.share, false, 0};
   auto arena_of = [&](const Graph& graph) -> Result<size_t> {
     MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, planning));
     return prepared->plan().arena_bytes;
   };
-  return apply_recompute(std::move(step), recompute, exec.budget, arena_of);
+  return apply_recompute_costed(std::move(step), recompute, exec.budget, arena_of, cost);
+}
+
+NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model) {
+  if (model == CostModel::roofline) return roofline_cost();
+  return MeasuredCosts::measure(step, backend, 3).as_function();
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
@@ -49,7 +55,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
-    int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute) {
+    int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
+    CostModel cost, double milp_seconds) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
@@ -63,16 +70,23 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   for (const Value& v : apply.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
   }
-  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                          recompute_step_graph(std::move(apply), recompute, backend, exec));
+  // Only the cost-driven strategies read node times: measure only for them.
+  RecomputeCost recompute_cost{nullptr, milp_seconds};
+  if (recompute == Recompute::optimal || recompute == Recompute::milp) {
+    recompute_cost.seconds = step_cost(apply, backend, cost);
+  }
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(apply), recompute, backend, exec, recompute_cost));
   program->recompute_summary_ = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(program->apply_,
                           Executable::compile(std::move(recomputed.graph), backend, exec));
   if (accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
-    MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed_acc,
-                            recompute_step_graph(std::move(acc), recompute, backend, exec));
+    MEMFIT_ASSIGN_OR_RETURN(
+        RecomputedGraph recomputed_acc,
+        recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
                             Executable::compile(std::move(recomputed_acc.graph), backend, exec));
   }

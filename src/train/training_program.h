@@ -10,6 +10,7 @@
 #include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "memfit/train.h"
+#include "passes/recompute_optimal.h"
 #include "passes/recompute_strategy.h"
 #include "runtime/executor.h"
 
@@ -25,8 +26,15 @@ Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
 // `step` (a graph of build_step_graph) after the recompute strategy. The
 // budget strategy compares its candidate plans by the arena that `backend`
 // plans for them with exec's sharing; exec's budget is the memory budget.
+// optimal and milp minimize the predicted times of `cost` (its seconds
+// empty: roofline).
 Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
-                                             const Backend& backend, const ExecOptions& exec);
+                                             const Backend& backend, const ExecOptions& exec,
+                                             const RecomputeCost& cost = {});
+
+// The node times of `model`'s predictions for `step`: roofline, or measured
+// on `backend` (MeasuredCosts, 3 runs of each distinct node).
+NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model);
 
 struct StepCounters {
   int64_t micro_step = 0;      // micro-batches run so far
@@ -45,7 +53,9 @@ class TrainingProgram {
                                                          const OptimizerConfig& optimizer,
                                                          int64_t eval_batch, const Backend& backend,
                                                          const ExecOptions& exec = {},
-                                                         Recompute recompute = Recompute::none);
+                                                         Recompute recompute = Recompute::none,
+                                                         CostModel cost = CostModel::roofline,
+                                                         double milp_seconds = 30);
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.

@@ -66,6 +66,20 @@ json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 
 grep -q '"recompute": "budget",' <<<"$json" || fail "no recompute key: $json"
 [ "$(number arena_bytes)" -lt "$plain" ] || fail "--recompute budget did not shrink $plain: $json"
 
+# optimal: predicted seconds in the table and the JSON; measured costs by default.
+out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --recompute optimal) ||
+  fail "--recompute optimal exited $?"
+grep -Eq "^  predicted step +[0-9.]+ s  \(measured cost model\)$" <<<"$out" || fail "no step: $out"
+grep -Eq "^  of it, recompute +[0-9.]+ s$" <<<"$out" || fail "no recompute seconds: $out"
+json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \
+       --recompute optimal --cost roofline)
+grep -q '"cost_model": "roofline",' <<<"$json" || fail "no cost_model: $json"
+grep -Eq '^  "predicted_recompute_seconds": [0-9.e+-]+,$' <<<"$json" || fail "no seconds: $json"
+[ "$(number arena_bytes)" -lt "$plain" ] || fail "--recompute optimal did not shrink $plain: $json"
+out=$("$memfit" plan --model resnet-cifar --depth 56 --batch 2 --recompute milp 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "milp on a large graph exited $rc, not 1"
+grep -q "recompute optimal" <<<"$out" || fail "milp refusal does not suggest optimal: $out"
+
 "$memfit" plan --model lenet --batch 64 --timeline "$dir/lenet.svg" >/dev/null || fail "--timeline"
 head -c 5 "$dir/lenet.svg" | grep -q "<svg " || fail "the timeline does not start with <svg"
 tail -n 1 "$dir/lenet.svg" | grep -q "^</svg>$" || fail "the timeline does not end with </svg>"

@@ -96,9 +96,29 @@ void add_recompute_option(CLI::App* cmd, std::string& strategy) {
          "--recompute", strategy,
          "recompute activations in the backward pass instead of keeping them: none, "
          "sqrt (a checkpoint every sqrt(n) blocks) or budget (Chen's greedy plan, "
-         "searched for the smallest arena or, under --budget, the least recomputation that fits)")
+         "searched for the smallest arena or, under --budget, the least recomputation that fits), "
+         "optimal (dynamic programming over the chain of blocks: the least predicted recompute "
+         "time that fits --budget, or sqrt's arena) or milp (an integer program solved by CBC, "
+         "for small graphs of any shape)")
       ->check(CLI::IsMember(memfit::recompute_names()))
       ->capture_default_str();
+}
+
+// --cost and --milp-seconds, shared by train and plan.
+void add_cost_options(CLI::App* cmd, std::string& cost, double& milp_seconds) {
+  cmd->add_option("--cost", cost,
+                  "node times that optimal and milp minimize and plan predicts: measured (each "
+                  "distinct node timed on the backend) or roofline (flops and bytes over fixed "
+                  "machine constants)")
+      ->check(CLI::IsMember({"measured", "roofline"}))
+      ->capture_default_str();
+  cmd->add_option("--milp-seconds", milp_seconds, "--recompute milp: CBC's time limit, in all")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+memfit::CostModel parse_cost(const std::string& cost) {
+  return cost == "roofline" ? memfit::CostModel::roofline : memfit::CostModel::measured;
 }
 
 // `memfit models`: every model at its default size, with its exact parameter
@@ -183,6 +203,8 @@ int main(int argc, char** argv) {
   cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
   std::string train_recompute = "none";
   add_recompute_option(cmd, train_recompute);
+  std::string train_cost = "measured";
+  add_cost_options(cmd, train_cost, train.milp_seconds);
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
                   "synthetic: N training examples (default 1024)")
@@ -224,6 +246,8 @@ int main(int argc, char** argv) {
           "BYTES"));
   std::string plan_recompute = "none";
   add_recompute_option(plan_cmd, plan_recompute);
+  std::string plan_cost = "measured";
+  add_cost_options(plan_cmd, plan_cost, plan.milp_seconds);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
   plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
@@ -247,6 +271,7 @@ int main(int argc, char** argv) {
   if (cmd->parsed()) {
     train.plan = !no_plan;
     train.recompute = memfit::parse_recompute(train_recompute).value();
+    train.cost = parse_cost(train_cost);
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
@@ -258,6 +283,7 @@ int main(int argc, char** argv) {
   }
   if (plan_cmd->parsed()) {
     plan.recompute = memfit::parse_recompute(plan_recompute).value();
+    plan.cost = parse_cost(plan_cost);
     return run_plan(plan, plan_flags);
   }
   if (models_cmd->parsed()) return run_models();

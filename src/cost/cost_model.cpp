@@ -1,0 +1,149 @@
+#include "cost/cost_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "ops/op_table.h"
+#include "passes/phase.h"
+#include "runtime/executor.h"
+
+namespace memfit {
+
+double roofline_seconds(const Graph& graph, const Node& node, const MachineSpec& spec) {
+  const Cost cost = op_cost(graph, node);
+  return std::max(cost.flops / spec.flops_per_second, cost.bytes / spec.bytes_per_second) +
+         spec.launch_seconds;
+}
+
+NodeSeconds roofline_cost(const MachineSpec& spec) {
+  return
+      [spec](const Graph& graph, const Node& node) { return roofline_seconds(graph, node, spec); };
+}
+
+namespace {
+
+void append_type(std::string& out, const TensorType& type) {
+  out += std::to_string(static_cast<int>(type.dtype));
+  out += shape_string(type.shape);
+}
+
+template <class T>
+void append_field(std::string& out, const T& field) {
+  if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_floating_point_v<T>) {
+    out += std::to_string(field);
+  } else {
+    // Integer arrays and vectors.
+    for (auto x : field) out += std::to_string(x) + ",";
+  }
+}
+
+}  // namespace
+
+std::string node_signature(const Graph& graph, const Node& node) {
+  std::string key(op_name(node.op));
+  key += '(';
+  for (ValueId in : node.inputs) append_type(key, graph.value(in).type), key += ' ';
+  key += ")->(";
+  for (ValueId out : node.outputs) append_type(key, graph.value(out).type), key += ' ';
+  key += ')';
+  Attrs attrs = node.attrs;  // visit_fields is not const
+  std::visit(
+      [&](auto& alternative) {
+        alternative.visit_fields([&](std::string_view name, const auto& field) {
+          key += ' ';
+          key += name;
+          key += '=';
+          append_field(key, field);
+        });
+      },
+      attrs);
+  return key;
+}
+
+namespace {
+
+// `node` of `graph` alone: its inputs become data inputs (fed as zeros), its
+// outputs graph outputs, so no dead-node rule removes it.
+Graph single_node_graph(const Graph& graph, const Node& node) {
+  Graph g;
+  Node copy = node;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    copy.inputs[i] =
+        g.add_input("in" + std::to_string(i), graph.value(node.inputs[i]).type, Role::input);
+  }
+  const NodeId id(0);
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    Value value = graph.value(node.outputs[o]);
+    value.name = "out" + std::to_string(o);
+    value.producer = id;
+    copy.outputs[o] = g.add_value_raw(std::move(value));
+  }
+  g.add_node_raw(std::move(copy));
+  for (size_t o = 0; o < node.outputs.size(); ++o) g.mark_output(g.nodes()[0].outputs[o]);
+  return g;
+}
+
+}  // namespace
+
+MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend, int runs,
+                                     const MachineSpec& fallback) {
+  MeasuredCosts costs;
+  costs.fallback_ = fallback;
+  runs = std::max(runs, 1);
+  for (const Node& node : graph.nodes()) {
+    const std::string key = node_signature(graph, node);
+    if (costs.seconds_.count(key)) continue;
+    Graph g = single_node_graph(graph, node);
+    std::vector<std::vector<std::byte>> buffers;
+    Feeds feeds;
+    for (const Value& v : g.values()) {
+      if (v.producer.valid()) continue;
+      buffers.emplace_back(v.bytes(), std::byte{0});
+      feeds[v.name] = buffers.back().data();
+    }
+    double seconds = -1;
+    auto exe = Executable::compile(std::move(g), backend, ExecOptions{true, false, 0});
+    if (exe) {
+      StateStore state;
+      bool ok = true;
+      double warm_up = 0;
+      // A warm-up run (first-touch page faults, lazy set-up), then the timed
+      // runs; node_seconds sums all of them, so the warm-up is subtracted.
+      for (int r = 0; r <= runs && ok; ++r) {
+        ok = (*exe)->run(state, feeds, StepContext{1, 0, 1, 1.0f}).is_ok();
+        if (r == 0) warm_up = (*exe)->node_seconds()[0];
+      }
+      if (ok) seconds = ((*exe)->node_seconds()[0] - warm_up) / runs;
+    }
+    if (seconds < 0) {
+      ++costs.fell_back_;
+      seconds = roofline_seconds(graph, node, fallback);
+    }
+    costs.seconds_.emplace(key, seconds);
+  }
+  return costs;
+}
+
+double MeasuredCosts::seconds(const Graph& graph, const Node& node) const {
+  auto it = seconds_.find(node_signature(graph, node));
+  return it != seconds_.end() ? it->second : roofline_seconds(graph, node, fallback_);
+}
+
+NodeSeconds MeasuredCosts::as_function() const {
+  auto shared = std::make_shared<MeasuredCosts>(*this);
+  return [shared](const Graph& graph, const Node& node) { return shared->seconds(graph, node); };
+}
+
+double graph_seconds(const Graph& graph, const NodeSeconds& seconds, bool forward_only) {
+  double total = 0;
+  for (const Node& node : graph.nodes()) {
+    if (forward_only && node_phase(graph, node) != Phase::forward) continue;
+    total += seconds(graph, node);
+  }
+  return total;
+}
+
+}  // namespace memfit

@@ -1,0 +1,305 @@
+#include "passes/recompute_optimal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "core/check.h"
+#include "passes/phase.h"
+#include "passes/recompute.h"
+#include "passes/recompute_milp.h"
+
+namespace memfit {
+
+std::optional<ChainSchedule> evaluate_chain(const std::vector<ChainBlock>& blocks,
+                                            const std::vector<BlockMode>& modes) {
+  const size_t n = blocks.size();
+  if (modes.size() != n || n == 0 || modes[n - 1] == BlockMode::checkpointed) return std::nullopt;
+  for (size_t b = 0; b + 1 < n; ++b) {
+    if (modes[b] == BlockMode::dropped && modes[b + 1] == BlockMode::stored) return std::nullopt;
+  }
+  ChainSchedule schedule{modes, 0, 0};
+  size_t prefix = 0;  // bytes kept for the units before the current one
+  for (size_t b = 0; b < n;) {
+    if (modes[b] == BlockMode::stored) {
+      prefix += blocks[b].saved + blocks[b].output;
+      schedule.peak = std::max(schedule.peak, prefix);
+      ++b;
+      continue;
+    }
+    // A segment: dropped blocks up to a checkpointed one or the tail.
+    size_t need = 0, j = b;
+    for (;; ++j) {
+      need += blocks[j].saved + blocks[j].output;
+      schedule.seconds += blocks[j].seconds;
+      if (modes[j] == BlockMode::checkpointed) {
+        schedule.seconds -= blocks[j].output_seconds;
+        break;
+      }
+      if (j + 1 == n) break;
+    }
+    schedule.peak = std::max(schedule.peak, prefix + need);
+    if (modes[j] == BlockMode::checkpointed) prefix += blocks[j].output;
+    b = j + 1;
+  }
+  return schedule;
+}
+
+std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, size_t memory) {
+  const size_t n = blocks.size();
+  if (n == 0) return std::nullopt;
+  const size_t width = memory + 1;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // opt[b * width + m]: least seconds for blocks b.. with m units left above
+  // the prefix; choice: -1 stored, else the last block j of the first segment.
+  std::vector<double> opt((n + 1) * width, kInf);
+  std::vector<int32_t> choice(n * width, -2);
+  for (size_t m = 0; m <= memory; ++m) opt[n * width + m] = 0;
+  for (size_t b = n; b-- > 0;) {
+    for (size_t m = 0; m <= memory; ++m) {
+      double best = kInf;
+      int32_t pick = -2;
+      const size_t stored = blocks[b].saved + blocks[b].output;
+      if (stored <= m && opt[(b + 1) * width + m - stored] < best) {
+        best = opt[(b + 1) * width + m - stored];
+        pick = -1;
+      }
+      size_t need = 0;
+      double seconds = 0;
+      for (size_t j = b; j < n; ++j) {
+        need += blocks[j].saved + blocks[j].output;
+        if (need > m) break;
+        seconds += blocks[j].seconds;
+        const double total = j + 1 == n ? seconds
+                                        : seconds - blocks[j].output_seconds +
+                                              opt[(j + 1) * width + m - blocks[j].output];
+        if (total < best) {
+          best = total;
+          pick = static_cast<int32_t>(j);
+        }
+      }
+      opt[b * width + m] = best;
+      choice[b * width + m] = pick;
+    }
+  }
+  if (opt[memory] == kInf) return std::nullopt;
+  std::vector<BlockMode> modes(n, BlockMode::stored);
+  size_t m = memory;
+  for (size_t b = 0; b < n;) {
+    const int32_t pick = choice[b * width + m];
+    MEMFIT_CHECK(pick != -2);
+    if (pick == -1) {
+      m -= blocks[b].saved + blocks[b].output;
+      ++b;
+      continue;
+    }
+    const auto j = static_cast<size_t>(pick);
+    for (size_t k = b; k < j; ++k) modes[k] = BlockMode::dropped;
+    modes[j] = j + 1 == n ? BlockMode::dropped : BlockMode::checkpointed;
+    if (j + 1 < n) m -= blocks[j].output;
+    b = j + 1;
+  }
+  auto schedule = evaluate_chain(blocks, modes);
+  MEMFIT_CHECK(schedule && schedule->peak <= memory);
+  return schedule;
+}
+
+GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
+  GraphChain chain;
+  chain.candidates = checkpoint_candidates(graph);
+  const size_t n = chain.candidates.size();
+  chain.blocks.assign(n + 1, ChainBlock{});
+  chain.block_values.assign(n + 1, {});
+  const size_t num_nodes = graph.num_nodes();
+  std::vector<bool> forward(num_nodes);
+  for (size_t i = 0; i < num_nodes; ++i) {
+    forward[i] = node_phase(graph, graph.nodes()[i]) == Phase::forward;
+  }
+  // The recompute pass's stage 2 without checkpoints: which forward values it drops.
+  std::vector<bool> needed(graph.num_values(), false), backward_reads(graph.num_values(), false);
+  for (size_t i = 0; i < num_nodes; ++i) {
+    for (ValueId in : graph.nodes()[i].inputs)
+      (forward[i] ? needed : backward_reads)[in.idx()] = true;
+  }
+  std::vector<bool> fixed(graph.num_values(), false);
+  for (ValueId v : graph.outputs()) needed[v.idx()] = fixed[v.idx()] = true;
+  for (const StateUpdate& u : graph.updates()) needed[u.next.idx()] = fixed[u.next.idx()] = true;
+  std::vector<bool> droppable(graph.num_values(), false);
+  std::vector<int32_t> block_of(num_nodes, -1);
+  std::vector<bool> is_candidate(graph.num_values(), false);
+  for (ValueId c : chain.candidates) is_candidate[c.idx()] = true;
+  size_t block = 0;
+  for (size_t i = 0; i < num_nodes; ++i) {
+    if (!forward[i]) continue;
+    const Node& node = graph.nodes()[i];
+    block_of[i] = static_cast<int32_t>(block);
+    bool any_needed = false;
+    for (ValueId out : node.outputs) any_needed = any_needed || needed[out.idx()];
+    for (ValueId out : node.outputs) {
+      if (!any_needed || fixed[out.idx()]) continue;
+      droppable[out.idx()] = true;
+      chain.block_values[block].push_back(out);
+      if (!is_candidate[out.idx()] && backward_reads[out.idx()]) {
+        chain.blocks[block].saved += graph.value(out).bytes();
+      }
+    }
+    for (ValueId out : node.outputs) {
+      if (is_candidate[out.idx()]) {
+        chain.blocks[block].output = graph.value(out).bytes();
+        ++block;
+      }
+    }
+  }
+  // Stage 2's seconds: the nodes of a block the pass clones, found depth first
+  // from the values the backward pass reads (then from the output), never
+  // leaving the block (its input is a kept checkpoint or a clone of the
+  // block before, counted there).
+  std::vector<bool> visited(num_nodes, false);
+  std::vector<NodeId> stack;
+  auto clone_seconds = [&](ValueId from) {
+    double total = 0;
+    const NodeId producer = graph.value(from).producer;
+    if (visited[producer.idx()]) return total;
+    const int32_t b = block_of[producer.idx()];
+    visited[producer.idx()] = true;
+    stack.push_back(producer);
+    while (!stack.empty()) {
+      const Node& node = graph.node(stack.back());
+      stack.pop_back();
+      total += seconds(graph, node);
+      for (ValueId in : node.inputs) {
+        if (!droppable[in.idx()]) continue;
+        const NodeId p = graph.value(in).producer;
+        if (block_of[p.idx()] != b || visited[p.idx()]) continue;
+        visited[p.idx()] = true;
+        stack.push_back(p);
+      }
+    }
+    return total;
+  };
+  for (size_t b = 0; b <= n; ++b) {
+    double inner = 0;
+    for (ValueId v : chain.block_values[b]) {
+      if (backward_reads[v.idx()] && !is_candidate[v.idx()]) inner += clone_seconds(v);
+    }
+    double output = 0;
+    if (b < n && droppable[chain.candidates[b].idx()]) output = clone_seconds(chain.candidates[b]);
+    chain.blocks[b].seconds = inner + output;
+    chain.blocks[b].output_seconds = output;
+  }
+  return chain;
+}
+
+std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<BlockMode>& modes) {
+  std::vector<ValueId> keep;
+  for (size_t b = 0; b < modes.size(); ++b) {
+    if (modes[b] == BlockMode::stored) {
+      keep.insert(keep.end(), chain.block_values[b].begin(), chain.block_values[b].end());
+    } else if (modes[b] == BlockMode::checkpointed) {
+      keep.push_back(chain.candidates[b]);
+    }
+  }
+  return keep;
+}
+
+TrialSet::TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_of,
+                   const NodeSeconds& seconds)
+    : graph_(graph), candidates_(candidates), arena_of_(arena_of), seconds_(seconds) {
+  forward_seconds_ = graph_seconds(graph, seconds, true);
+}
+
+Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain) {
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  // The plain graph is told apart from every checkpoint set by an invalid id.
+  if (plain) keep = {ValueId()};
+  for (const auto& [k, trial] : trials_) {
+    if (k == keep) return &trial;
+  }
+  PlannedTrial trial{RecomputedGraph{graph_, {candidates_, 0, 0}}, 0, 0};
+  if (!plain) {
+    trial.result.summary.checkpoints = 0;
+    for (ValueId v : keep) trial.result.summary.checkpoints += graph_.value(v).producer.valid();
+    RecomputeStats stats;
+    MEMFIT_RETURN_IF_ERROR(recompute(trial.result.graph, RecomputeOptions{keep}, &stats).status());
+    trial.result.summary.recomputed_nodes = stats.recomputed_nodes;
+    if (stats.recomputed_nodes > 0) {
+      trial.recompute_seconds =
+          std::max(0.0, graph_seconds(trial.result.graph, seconds_, true) - forward_seconds_);
+    }
+  }
+  MEMFIT_ASSIGN_OR_RETURN(trial.arena, arena_of_(trial.result.graph));
+  trials_.emplace_back(std::move(keep), std::move(trial));
+  return &trials_.back().second;
+}
+
+Result<RecomputedGraph> TrialSet::best(size_t target) {
+  MEMFIT_CHECK(!trials_.empty());
+  auto better = [&](const PlannedTrial& a, const PlannedTrial& b) {
+    const bool a_fits = target > 0 && a.arena <= target;
+    const bool b_fits = target > 0 && b.arena <= target;
+    if (a_fits != b_fits) return a_fits;
+    if (a_fits && a.recompute_seconds != b.recompute_seconds) {
+      return a.recompute_seconds < b.recompute_seconds;
+    }
+    if (a.arena != b.arena) return a.arena < b.arena;
+    return a.recompute_seconds < b.recompute_seconds;
+  };
+  size_t best = 0;
+  for (size_t t = 1; t < trials_.size(); ++t) {
+    if (better(trials_[t].second, trials_[best].second)) best = t;
+  }
+  return trials_[best].second.result;
+}
+
+Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
+                                      const NodeSeconds& seconds) {
+  const GraphChain chain = graph_chain(graph, seconds);
+  TrialSet trials(graph, chain.candidates.size(), arena_of, seconds);
+  MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
+  MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt,
+                          trials.plan(sqrt_checkpoints(chain.candidates)));
+  MEMFIT_RETURN_IF_ERROR(trials.plan(chain.candidates).status());
+  const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
+  if (plain->arena <= target) return trials.best(target);
+
+  // Stage 6's bisection over the DP's budget, in bytes; units of budget / kUnits.
+  constexpr size_t kUnits = 1024;
+  const std::vector<BlockMode> all_stored(chain.blocks.size(), BlockMode::stored);
+  size_t lo = 0, hi = evaluate_chain(chain.blocks, all_stored)->peak;
+  for (int round = 0; round < 12 && lo + 1 < hi; ++round) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const size_t unit = std::max<size_t>(1, (mid + kUnits - 1) / kUnits);
+    std::vector<ChainBlock> scaled = chain.blocks;
+    for (ChainBlock& b : scaled) {
+      b.output = (b.output + unit - 1) / unit;
+      b.saved = (b.saved + unit - 1) / unit;
+    }
+    const auto schedule = solve_chain(scaled, mid / unit);
+    if (!schedule) {
+      lo = mid;
+      continue;
+    }
+    MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* trial,
+                            trials.plan(chain_keep(chain, schedule->modes)));
+    (trial->arena <= target ? lo : hi) = mid;
+  }
+  return trials.best(target);
+}
+
+Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
+                                               size_t memory_budget, const ArenaOf& arena_of,
+                                               const RecomputeCost& cost) {
+  const NodeSeconds seconds = cost.seconds ? cost.seconds : roofline_cost();
+  switch (strategy) {
+    case Recompute::optimal:
+      return apply_optimal(std::move(graph), memory_budget, arena_of, seconds);
+    case Recompute::milp:
+      return apply_milp(std::move(graph), memory_budget, arena_of, seconds, cost.milp_seconds);
+    default:
+      return apply_recompute(std::move(graph), strategy, memory_budget, arena_of);
+  }
+}
+
+}  // namespace memfit

@@ -1,0 +1,147 @@
+// The `optimal` recomputation strategy: dynamic programming over the forward
+// graph seen as a chain of blocks (in the spirit of rotor, Beaumont et al.
+// 2019), minimizing the predicted recomputation time under a byte budget; and
+// the entry point that gives the cost-driven strategies (optimal, milp) their
+// cost model.
+//
+// Input invariants: a verified step graph (the recompute pass's input,
+// src/passes/recompute.h); a cost function that is >= 0 for every node.
+//
+// 1. Chain: the candidates c_0 .. c_{n-1} (checkpoint_candidates: values that
+//    cut the forward graph) split the forward nodes into n + 1 blocks: block b
+//    holds the forward nodes after the producer of c_{b-1} up to the producer
+//    of c_b; block n (the tail) the nodes after c_{n-1}, up to the loss.
+//    A block reads nothing made by earlier blocks but c_{b-1}, so its
+//    recomputation depends on that one value alone.
+// 2. Block costs, from the recompute pass's own rules: `saved` is the bytes of
+//    the block's values that the backward pass reads (c_b excluded),
+//    `output` the bytes of c_b; `seconds` the predicted time of the block's
+//    nodes the pass clones when the block is recomputed with c_b dropped (the
+//    nodes whose outputs the backward pass reads and, depth first, the nodes
+//    inside the block that those need, and c_b's producer with its own
+//    needs), `output_seconds` how much less when c_b is kept.
+// 3. Schedule family (single-level, what the rewrite pass can express: each
+//    forward node is cloned at most once): every block is `stored` (all its
+//    values kept from the forward pass: nothing recomputed), `checkpointed`
+//    (its inside recomputed, c_b kept) or `dropped` (its inside and c_b
+//    recomputed). A dropped block is followed by a dropped or checkpointed
+//    block (or is the tail): so the chain is a sequence of units, a stored
+//    block or a segment (dropped .. dropped, then checkpointed or the tail),
+//    recomputed at once when the backward pass reaches its last block. The
+//    tail is stored or dropped. Rotor's multi-level schedules (a segment
+//    recomputed twice, from nested checkpoints) are not in the family: the
+//    rewrite pass clones each node once.
+// 4. Memory model: the bytes kept when the backward pass reaches a unit are
+//    `prefix` = the kept bytes of all units before it (stored: saved +
+//    output, checkpointed: output, dropped: none); the unit then holds its
+//    own saved and output bytes (a segment: all its blocks' at once). The
+//    predicted peak is the largest prefix + unit over the units. Parameters,
+//    gradients, optimizer state and the backward pass's own temporaries are
+//    the same for every schedule and left out: the real planner adds them.
+// 5. DP (solve_chain): opt(b, m) = least recompute seconds of blocks b..n
+//    with m memory units left above the prefix, over the first unit's
+//    choices; exact over integer units. Byte sizes are rounded up to units
+//    of budget / 1024, so a schedule the DP accepts fits its model's budget.
+// 6. Search (apply_optimal): the planner's arena, not the model, is the
+//    truth. The target is the memory budget, or without one the arena of
+//    sqrt. The plain graph, sqrt's and Chen's greedy (the budget
+//    strategy's B = 0) checkpoint sets are planned; then a bisection over
+//    the DP's budget (12 rounds between 0 and the model peak of storing
+//    everything) rewrites and plans each DP schedule. Of every plan whose
+//    arena fits the target, the least predicted recomputation time wins
+//    (then the smaller arena); if none fits, the smallest arena (which the
+//    caller's budget check refuses, naming it).
+// Guarantees: the result is a graph of the recompute pass, so it is as
+// correct as that pass; its predicted recompute time is never more than
+// sqrt's at a target that sqrt's arena meets (sqrt is one of the plans).
+// Cost: the chain O(N + E); one DP O(n^2 G) for n blocks and G = 1024 units,
+// usually far less (a segment stops growing when it passes the budget);
+// the search at most 16 rewrites and plans.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "passes/recompute_strategy.h"
+
+namespace memfit {
+
+struct ChainBlock {
+  double seconds = 0;         // recomputing the block with its output dropped
+  double output_seconds = 0;  // of it, what keeping the output saves
+  size_t output = 0;          // the output candidate's size (0 for the tail)
+  size_t saved = 0;           // the block's other values the backward pass reads
+};
+
+enum class BlockMode : uint8_t { stored, checkpointed, dropped };
+
+struct ChainSchedule {
+  std::vector<BlockMode> modes;  // one per block
+  double seconds = 0;            // predicted recomputation time
+  size_t peak = 0;               // predicted peak (step 4), in the blocks' units
+};
+
+// The schedule's predicted recompute seconds and peak, or nullopt when it is
+// not in the family (a dropped block before a stored one, a checkpointed tail).
+std::optional<ChainSchedule> evaluate_chain(const std::vector<ChainBlock>& blocks,
+                                            const std::vector<BlockMode>& modes);
+
+// The schedule of least predicted seconds whose peak is at most `memory`
+// (ties: the smaller peak), or nullopt when none is. Sizes in any unit.
+std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, size_t memory);
+
+// The chain of a step graph (stages 1-2), sizes in bytes, and which forward
+// values each block keeps when stored.
+struct GraphChain {
+  std::vector<ValueId> candidates;
+  std::vector<ChainBlock> blocks;                  // candidates.size() + 1
+  std::vector<std::vector<ValueId>> block_values;  // the outputs of each block's dropped nodes
+};
+GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds);
+
+// The checkpoints (RecomputeOptions::keep) that realize `modes` on `chain`.
+std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<BlockMode>& modes);
+
+// Cost-driven strategies need a cost model; the others ignore it.
+struct RecomputeCost {
+  NodeSeconds seconds;       // empty: roofline_cost()
+  double milp_seconds = 30;  // milp: CBC's time limit, in all
+};
+
+// apply_recompute for every strategy, with `cost` for optimal and milp.
+Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
+                                               size_t memory_budget, const ArenaOf& arena_of,
+                                               const RecomputeCost& cost);
+
+// Stage 6.
+Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
+                                      const NodeSeconds& seconds);
+
+// Used by optimal and milp: a checkpoint set rewritten and planned.
+struct PlannedTrial {
+  RecomputedGraph result;
+  size_t arena = 0;
+  double recompute_seconds = 0;  // forward seconds added by the clones
+};
+class TrialSet {
+ public:
+  TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_of,
+           const NodeSeconds& seconds);
+  // Rewrites with `keep` (plain: the graph as it is) and plans it, once per distinct set.
+  Result<const PlannedTrial*> plan(std::vector<ValueId> keep, bool plain = false);
+  // The best plan for `target` (0: the smallest arena): see stage 6.
+  Result<RecomputedGraph> best(size_t target);
+
+ private:
+  const Graph& graph_;
+  size_t candidates_;
+  const ArenaOf& arena_of_;
+  const NodeSeconds& seconds_;
+  double forward_seconds_ = 0;
+  std::deque<std::pair<std::vector<ValueId>, PlannedTrial>> trials_;  // stable addresses
+};
+
+}  // namespace memfit
