@@ -109,15 +109,21 @@ void add_cost_options(CLI::App* cmd, std::string& cost, double& milp_seconds) {
   cmd->add_option("--cost", cost,
                   "node times that optimal and milp minimize and plan predicts: measured (each "
                   "distinct node timed on the backend) or roofline (flops and bytes over fixed "
-                  "machine constants)")
-      ->check(CLI::IsMember({"measured", "roofline"}))
-      ->capture_default_str();
+                  "machine constants); default: measured for optimal and milp, else roofline")
+      ->check(CLI::IsMember({"measured", "roofline"}));
   cmd->add_option("--milp-seconds", milp_seconds, "--recompute milp: CBC's time limit, in all")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 }
 
-memfit::CostModel parse_cost(const std::string& cost) {
+// Timing every distinct node takes seconds on a large graph, so only the
+// strategies that minimize time measure unless asked.
+memfit::CostModel parse_cost(const std::string& cost, memfit::Recompute recompute) {
+  if (cost.empty()) {
+    const bool minimizes_time =
+        recompute == memfit::Recompute::optimal || recompute == memfit::Recompute::milp;
+    return minimizes_time ? memfit::CostModel::measured : memfit::CostModel::roofline;
+  }
   return cost == "roofline" ? memfit::CostModel::roofline : memfit::CostModel::measured;
 }
 
@@ -203,7 +209,7 @@ int main(int argc, char** argv) {
   cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
   std::string train_recompute = "none";
   add_recompute_option(cmd, train_recompute);
-  std::string train_cost = "measured";
+  std::string train_cost;
   add_cost_options(cmd, train_cost, train.milp_seconds);
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
@@ -246,7 +252,7 @@ int main(int argc, char** argv) {
           "BYTES"));
   std::string plan_recompute = "none";
   add_recompute_option(plan_cmd, plan_recompute);
-  std::string plan_cost = "measured";
+  std::string plan_cost;
   add_cost_options(plan_cmd, plan_cost, plan.milp_seconds);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
@@ -271,7 +277,7 @@ int main(int argc, char** argv) {
   if (cmd->parsed()) {
     train.plan = !no_plan;
     train.recompute = memfit::parse_recompute(train_recompute).value();
-    train.cost = parse_cost(train_cost);
+    train.cost = parse_cost(train_cost, train.recompute);
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
@@ -283,7 +289,7 @@ int main(int argc, char** argv) {
   }
   if (plan_cmd->parsed()) {
     plan.recompute = memfit::parse_recompute(plan_recompute).value();
-    plan.cost = parse_cost(plan_cost);
+    plan.cost = parse_cost(plan_cost, plan.recompute);
     return run_plan(plan, plan_flags);
   }
   if (models_cmd->parsed()) return run_models();
