@@ -58,6 +58,7 @@ struct TimelinePoint {
 
 struct PlanReport {
   size_t arena_bytes = 0;        // the planned arena: what the step needs
+  size_t host_bytes = 0;         // the planned host pool: swapped-out copies
   size_t lower_bound_bytes = 0;  // the most bytes live at one step: no placement does better
   size_t no_sharing_bytes = 0;   // every value and workspace in a slice of its own
   BytesByRole by_role;           // at peak_step; sums to lower_bound_bytes

@@ -13,7 +13,7 @@
 namespace memfit {
 namespace {
 
-// The slice bytes live at each step, as the planner counts them: a workspace
+// The device slice bytes live at each step, as the planner counts them: a workspace
 // at its node, and the values of an in-place chain (each written over the one
 // before it, sharing its slice) once, from the first value's definition to
 // the last read of any of them.
@@ -39,7 +39,7 @@ std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& pl
   const auto steps = static_cast<int32_t>(graph.num_nodes());
   std::vector<int64_t> delta(graph.num_nodes() + 1, 0);  // change of the live bytes at each step
   for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (chain[v] != static_cast<int32_t>(v)) continue;
+    if (chain[v] != static_cast<int32_t>(v) || plan.value_slices[v].pool != Pool::device) continue;
     const int32_t first = std::max(chain_live[v].def, 0);
     const int32_t last = std::min(chain_live[v].last, steps - 1);
     if (first > last) continue;
@@ -101,6 +101,7 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
 
   PlanReport report;
   report.arena_bytes = plan.arena_bytes;
+  report.host_bytes = plan.host_bytes;
   report.lower_bound_bytes = plan.lower_bound_bytes;
   report.no_sharing_bytes = plan.no_sharing_bytes;
   report.by_role = public_roles(plan.by_role);

@@ -329,6 +329,7 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   bytes_line("no sharing", report.no_sharing_bytes);
   bytes_line("planned arena", report.arena_bytes);
   bytes_line("lower bound", report.lower_bound_bytes);
+  bytes_line("host pool", report.host_bytes);
   if (request.budget > 0) bytes_line("budget", request.budget);
   out += format("  %-20s %12.4f (arena / lower bound)\n", "fragmentation", fragmentation(report));
   if (report.peak_step >= 0 && static_cast<size_t>(report.peak_step) < report.timeline.size()) {
@@ -367,6 +368,7 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
                 request.budget);
   out += format("  \"arena_bytes\": %zu,\n  \"lower_bound_bytes\": %zu,\n", report.arena_bytes,
                 report.lower_bound_bytes);
+  out += format("  \"host_bytes\": %zu,\n", report.host_bytes);
   out += format("  \"no_sharing_bytes\": %zu,\n  \"fragmentation\": %.6f,\n",
                 report.no_sharing_bytes, fragmentation(report));
   out += "  \"by_role\": {";
