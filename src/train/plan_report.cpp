@@ -8,6 +8,8 @@
 #include "memfit/plan.h"
 #include "memory/planner.h"
 #include "passes/phase.h"
+#include "passes/step_time.h"
+#include "train/swap_step.h"
 #include "train/training_program.h"
 
 namespace memfit {
@@ -89,13 +91,15 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   MEMFIT_ASSIGN_OR_RETURN(Graph graph,
                           build_step_graph(request.model, request.accumulate,
                                            request.optimizer, mode, nullptr));
-  const ExecOptions exec{request.share, false, request.budget};
+  const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
   MEMFIT_ASSIGN_OR_RETURN(
       RecomputedGraph recomputed,
       recompute_step_graph(std::move(graph), request.recompute, *backend, exec));
+  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
+                                                                request.swap, *backend, exec));
   // The executor's own sizes, schedule and plan, without allocating the arena.
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                          Executable::prepare(std::move(recomputed.graph), *backend, exec));
+                          Executable::prepare(std::move(swapped.graph), *backend, exec));
   const Graph& g = prepared->graph();
   const MemoryPlan& plan = prepared->plan();
 
@@ -109,6 +113,11 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.checkpoint_candidates = recomputed.summary.candidates;
   report.checkpoints = recomputed.summary.checkpoints;
   report.recomputed_nodes = recomputed.summary.recomputed_nodes;
+  report.swap_candidates = swapped.summary.candidates;
+  report.swapped_values = swapped.summary.swapped_values;
+  report.swapped_bytes = swapped.summary.swapped_bytes;
+  report.predicted_step_seconds =
+      predicted_step_seconds(g, predicted_node_seconds(g, cpu_machine(request.link_gbps)));
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);

@@ -354,6 +354,13 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                   report.checkpoint_candidates);
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
+  out += format("  %-20s %12s\n", "swap", std::string(swap_name(request.swap)).c_str());
+  if (request.swap != Swap::none) {
+    out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,
+                  report.swap_candidates, human_bytes(report.swapped_bytes).c_str());
+  }
+  out += format("  %-20s %12.4f s (predicted by the simple cost model)\n", "step time",
+                report.predicted_step_seconds);
   return out;
 }
 
@@ -382,6 +389,11 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
       format("  \"num_nodes\": %zu,\n  \"peak_step\": %d,\n", report.num_nodes, report.peak_step);
   out += "  \"algorithm\": " + json_string(report.algorithm) + ",\n";
   out += "  \"recompute\": " + json_string(recompute_name(request.recompute)) + ",\n";
+  out += "  \"swap\": " + json_string(swap_name(request.swap)) + ",\n";
+  out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
+                request.link_gbps, report.swap_candidates, report.swapped_values);
+  out += format("  \"swapped_bytes\": %zu,\n  \"predicted_step_seconds\": %.6f,\n",
+                report.swapped_bytes, report.predicted_step_seconds);
   out += format("  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n",
                 report.checkpoint_candidates, report.checkpoints);
   out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);
