@@ -29,19 +29,19 @@ struct Row {
 };
 
 Row run(Swap swap, double link_gbps, int steps, int threads) {
-  const ModelOptions model{.name = "resnet-cifar", .batch = 32, .image_size = 32, .depth = 20,
-                           .width = 16};
+  const ModelOptions model{
+      .name = "resnet-cifar", .batch = 32, .image_size = 32, .depth = 20, .width = 16};
   OptimizerConfig sgd;
   sgd.lr = 0.01f;
   const auto backend = make_cpu_backend(threads);
-  auto program = TrainingProgram::create(model, 1, sgd, 32, *backend,
-                                         ExecOptions{true, false, 0, link_gbps}, Recompute::none,
-                                         swap)
-                     .value();
+  auto program =
+      TrainingProgram::create(model, 1, sgd, 32, *backend, ExecOptions{true, false, 0, link_gbps},
+                              Recompute::none, swap)
+          .value();
   StateStore state;
   program->init_state(state, 1);
-  auto data = synthetic_source(DataKind::images, program->model(), model.batch, model.batch, 3)
-                  .value();
+  auto data =
+      synthetic_source(DataKind::images, program->model(), model.batch, model.batch, 3).value();
   Batch batch = Batch::for_model(program->model());
   std::vector<int64_t> examples(static_cast<size_t>(model.batch));
   std::iota(examples.begin(), examples.end(), 0);
@@ -82,9 +82,9 @@ int main(int argc, char** argv) {
   // compute: this run's mean kernel seconds of a step, the model's input.
   // Overheads over that compute: measured (the step's wall time) and
   // predicted (the model's step); vs none: the step over the step without swapping.
-  std::printf("%-10s %7s %8s %9s %9s %9s %9s %10s %10s %8s\n", "link GB/s", "swapped",
-              "host MiB", "compute", "measured", "predicted", "pred/meas", "overhead m",
-              "overhead p", "vs none");
+  std::printf("%-10s %7s %8s %9s %9s %9s %9s %10s %10s %8s\n", "link GB/s", "swapped", "host MiB",
+              "compute", "measured", "predicted", "pred/meas", "overhead m", "overhead p",
+              "vs none");
   auto print = [&](const char* label, const Row& r) {
     std::printf("%-10s %7zu %8.1f %8.3fs %8.3fs %8.3fs %9.3f %9.1f%% %9.1f%% %8.3f\n", label,
                 r.swapped, static_cast<double>(r.host) / (1 << 20), r.compute, r.measured,

@@ -438,7 +438,8 @@ Case make_swap_case(std::string_view text, const std::map<std::string, size_t>& 
   c.plan.arena_bytes = 0;
   for (size_t v = 0; v < c.graph.num_values(); ++v) {
     Slice& slice = c.plan.value_slices[v];
-    const bool on_host = std::find(host.begin(), host.end(), c.graph.values()[v].name) != host.end();
+    const std::string& name = c.graph.values()[v].name;
+    const bool on_host = std::find(host.begin(), host.end(), name) != host.end();
     if (on_host) slice.pool = Pool::host;
     size_t& pool = on_host ? c.plan.host_bytes : c.plan.arena_bytes;
     pool = std::max(pool, slice.end());

@@ -65,8 +65,8 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, doubl
   run.arena = exe.plan().arena_bytes;
   run.host = exe.plan().host_bytes;
   (*program)->init_state(run.state, 7);
-  auto data = synthetic_source(data_kind(model.name), (*program)->model(),
-                               model.batch * accumulate, model.batch, 11);
+  auto data = synthetic_source(data_kind(model.name), (*program)->model(), model.batch * accumulate,
+                               model.batch, 11);
   EXPECT_TRUE(data.is_ok()) << data.message();
   if (!data) return run;
   Batch batch = Batch::for_model((*program)->model());
@@ -122,7 +122,8 @@ TEST_P(SwapGivesTheSameStep, BitForBit) {
     Swap swap;
     double link_gbps;
   };
-  for (const Variant v : {Variant{Swap::budget, 0}, Variant{Swap::budget, 2}, Variant{Swap::refcount, 2}}) {
+  for (const Variant v :
+       {Variant{Swap::budget, 0}, Variant{Swap::budget, 2}, Variant{Swap::refcount, 2}}) {
     const std::string what = c.model.name + " --swap " + std::string(swap_name(v.swap)) +
                              " --link-gbps " + std::to_string(v.link_gbps);
     const StepRun run = one_step(c.model, c.accumulate, v.swap, v.link_gbps);
@@ -150,12 +151,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{{.name = "resnet152", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
         Case{{.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4}, 1},
         Case{{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 4}, 1},
-        Case{{.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16}, 1},
-        Case{{.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16}, 1},
-        Case{{.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16}, 1},
-        Case{{.name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4,
-              .vocab = 16},
+        Case{{.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
              1},
+        Case{{.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+             1},
+        Case{{.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16}, 1},
+        Case{
+            {.name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+            1},
         Case{{.name = "unet3d", .batch = 1, .classes = 3, .width = 2, .volume = 16}, 1}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = info.param.model.name;
@@ -207,8 +210,8 @@ TEST(SwapPass, FindsTheForwardValuesReadAgainByTheBackwardPass) {
   // %d is read by gd, the first backward node, right after its producer: still
   // a candidate (idle 0 s); %x is a graph input.
   EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c", "d"}));
-  EXPECT_EQ(candidates[0].last_forward_use, 1);   // b reads %a
-  EXPECT_EQ(candidates[0].first_backward_use, 7);  // ga reads %a
+  EXPECT_EQ(candidates[0].last_forward_use, 1);       // b reads %a
+  EXPECT_EQ(candidates[0].first_backward_use, 7);     // ga reads %a
   EXPECT_DOUBLE_EQ(candidates[0].idle_seconds, 5.0);  // nodes c, d, gd, gc, gb
   EXPECT_TRUE(candidates[0].covers(4));
 }

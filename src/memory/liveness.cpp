@@ -140,7 +140,8 @@ Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const Plan
     if (sizes.workspace_bytes[n] == 0) continue;
     const auto step = static_cast<int32_t>(n);
     result.workspace_buffer[n] = static_cast<int32_t>(result.buffers.size());
-    result.buffers.push_back({align_up(sizes.workspace_bytes[n]), {step, step}, false, Pool::device});
+    result.buffers.push_back(
+        {align_up(sizes.workspace_bytes[n]), {step, step}, false, Pool::device});
   }
   return result;
 }

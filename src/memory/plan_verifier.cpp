@@ -157,8 +157,8 @@ Status check_pools_and_copies(const Graph& graph, const MemoryPlan& plan) {
   for (const Node& node : graph.nodes()) {
     for (ValueId out : node.outputs) {
       if (is_host(out) != (node.op == OpKind::to_host)) {
-        return Status::error("%" + graph.value(out).name + ", made by " + node_ref(node) + ", is in the " +
-                             (is_host(out) ? "host pool" : "device arena") +
+        return Status::error("%" + graph.value(out).name + ", made by " + node_ref(node) +
+                             ", is in the " + (is_host(out) ? "host pool" : "device arena") +
                              "; only outputs of to_host live in the host pool");
       }
     }

@@ -133,7 +133,9 @@ Result<MemoryPlan> plan_memory(const Graph& graph, const PlanSizes& sizes, const
     plan.workspace_slices.push_back(b < 0 ? Slice{} : buffer_slices[static_cast<size_t>(b)]);
   }
   for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (plan.value_slices[v].pool == Pool::device) plan.no_sharing_bytes += align_up(sizes.value_bytes[v]);
+    if (plan.value_slices[v].pool == Pool::device) {
+      plan.no_sharing_bytes += align_up(sizes.value_bytes[v]);
+    }
   }
   for (size_t bytes : sizes.workspace_bytes) plan.no_sharing_bytes += align_up(bytes);
   std::tie(plan.lower_bound_bytes, plan.peak_step) =

@@ -30,8 +30,8 @@ std::vector<double> predicted_node_seconds(const Graph& graph, const MachineSpec
 
 double predicted_step_seconds(const Graph& graph, const std::vector<double>& node_seconds) {
   MEMFIT_CHECK(node_seconds.size() == graph.num_nodes());
-  double compute = 0;     // when the compute stream is free
-  double copy_free = 0;   // when the copy stream is free
+  double compute = 0;                              // when the compute stream is free
+  double copy_free = 0;                            // when the copy stream is free
   std::vector<double> done(graph.num_nodes(), 0);  // when each copy completes
   auto copy_done = [&](ValueId v) {
     const NodeId producer = graph.value(v).producer;

@@ -88,10 +88,13 @@ std::vector<SwapCandidate> swap_candidates(const Graph& graph,
 Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
   const size_t num_nodes = graph.num_nodes();
   const auto n_steps = static_cast<int32_t>(num_nodes);
-  if (options.value_bytes.size() != graph.num_values() || options.node_seconds.size() != num_nodes) {
-    return Status::error("the swap pass needs the bytes of every value and the seconds of every node");
+  if (options.value_bytes.size() != graph.num_values() ||
+      options.node_seconds.size() != num_nodes) {
+    return Status::error(
+        "the swap pass needs the bytes of every value and the seconds of every node");
   }
-  if (options.link_bytes_per_second <= 0) return Status::error("the link bandwidth must be positive");
+  if (options.link_bytes_per_second <= 0)
+    return Status::error("the link bandwidth must be positive");
   SwapStats counted;
   if (stats) *stats = counted;
   if (options.values.empty()) return false;

@@ -11,10 +11,10 @@
 // per node its predicted seconds (src/passes/step_time.h).
 //
 // Positions: S is the first node that is not a forward node and reads an
-// output of a forward node (the backward pass starts there). For a swapped value x, F is its last reader before S
-// (its producer if none) and B its first reader at or after S. A boundary k is
-// the point just before node k of the input order; T(k) the predicted compute
-// seconds of nodes 0..k-1; c = bytes(x) / link the time of one copy.
+// output of a forward node (the backward pass starts there). For a swapped value x, F is its last
+// reader before S (its producer if none) and B its first reader at or after S. A boundary k is the
+// point just before node k of the input order; T(k) the predicted compute seconds of nodes 0..k-1;
+// c = bytes(x) / link the time of one copy.
 //
 // 1. Candidates: outputs of forward nodes before S, read at or after S, not
 //    graph outputs nor update values, with bytes > 0.
@@ -56,7 +56,7 @@ struct SwapCandidate {
   ValueId value;
   int32_t last_forward_use = 0;    // F
   int32_t first_backward_use = 0;  // B
-  double idle_seconds = 0;         // predicted compute seconds of the nodes strictly between F and B
+  double idle_seconds = 0;  // predicted compute seconds of the nodes strictly between F and B
   size_t bytes = 0;
   bool covers(int32_t step) const { return last_forward_use < step && step < first_backward_use; }
 };
@@ -75,7 +75,7 @@ struct SwapOptions {
 
 struct SwapStats {
   size_t swapped_values = 0;
-  size_t swapped_bytes = 0;    // their bytes: what the host pool holds without sharing
+  size_t swapped_bytes = 0;     // their bytes: what the host pool holds without sharing
   size_t prefetched_nodes = 0;  // nodes the swap-ins moved ahead of their consumers, summed
 };
 

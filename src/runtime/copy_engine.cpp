@@ -63,8 +63,8 @@ void CopyEngine::loop() {
       // A link of B bytes per second moves these bytes in bytes / B seconds:
       // the copy completes no earlier, however fast memcpy was.
       if (link_bytes_per_second_ > 0) {
-        const auto link_time = std::chrono::duration<double>(static_cast<double>(task.bytes) /
-                                                             link_bytes_per_second_);
+        const auto link_time =
+            std::chrono::duration<double>(static_cast<double>(task.bytes) / link_bytes_per_second_);
         std::this_thread::sleep_until(start +
                                       std::chrono::duration_cast<Clock::duration>(link_time));
       }

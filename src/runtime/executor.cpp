@@ -122,8 +122,11 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
   }
 
   exe->arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.arena_bytes, 1), kArenaAlign)));
-  exe->host_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.host_bytes, 1), kArenaAlign)));
-  if (has_copy_nodes(scheduled)) exe->copies_ = std::make_unique<CopyEngine>(options.link_gbps * 1e9);
+  exe->host_.reset(static_cast<std::byte*>(
+      ::operator new[](std::max<size_t>(plan.host_bytes, 1), kArenaAlign)));
+  if (has_copy_nodes(scheduled)) {
+    exe->copies_ = std::make_unique<CopyEngine>(options.link_gbps * 1e9);
+  }
   if (options.poison) {
     exe->poison(Slice{0, plan.arena_bytes, Pool::device});
     exe->poison(Slice{0, plan.host_bytes, Pool::host});
@@ -207,7 +210,8 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
       void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
       const auto start = std::chrono::steady_clock::now();
       kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
-      node_seconds_[n] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      node_seconds_[n] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     if (options_.poison) {
       if (copy) {

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "memfit/plan.h"
 
@@ -96,19 +97,25 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
 
 std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& report) {
   const PlanReport& p = report.plan;
-  std::string out = "{\"model\": \"" + request.model.name + "\"";
-  out += ", \"budget_bytes\": " + std::to_string(request.budget);
-  out += std::string(", \"sharing\": ") + (request.share ? "true" : "false");
-  out += ", \"recompute\": \"" + std::string(recompute_name(request.recompute)) + "\"";
-  out += ", \"swap\": \"" + std::string(swap_name(request.swap)) + "\"";
-  out += ", \"max_batch\": " + std::to_string(report.max_batch);
-  out += ", \"arena_bytes\": " + std::to_string(p.arena_bytes);
-  out += ", \"host_bytes\": " + std::to_string(p.host_bytes);
-  out += ", \"swapped_values\": " + std::to_string(p.swapped_values);
-  out += ", \"recomputed_nodes\": " + std::to_string(p.recomputed_nodes);
-  out += ", \"predicted_step_seconds\": " + seconds_text(p.predicted_step_seconds);
-  out += ", \"plans\": " + std::to_string(report.plans) + "}\n";
-  return out;
+  // One key per line, as plan_report_json writes them.
+  std::string out = "{\n";
+  auto field = [&](const char* key, const std::string& value, bool last = false) {
+    out += std::string("  \"") + key + "\": " + value + (last ? "\n" : ",\n");
+  };
+  auto quoted = [](std::string_view text) { return "\"" + std::string(text) + "\""; };
+  field("model", quoted(request.model.name));
+  field("budget_bytes", std::to_string(request.budget));
+  field("sharing", request.share ? "true" : "false");
+  field("recompute", quoted(recompute_name(request.recompute)));
+  field("swap", quoted(swap_name(request.swap)));
+  field("max_batch", std::to_string(report.max_batch));
+  field("arena_bytes", std::to_string(p.arena_bytes));
+  field("host_bytes", std::to_string(p.host_bytes));
+  field("swapped_values", std::to_string(p.swapped_values));
+  field("recomputed_nodes", std::to_string(p.recomputed_nodes));
+  field("predicted_step_seconds", seconds_text(p.predicted_step_seconds));
+  field("plans", std::to_string(report.plans), true);
+  return out + "}\n";
 }
 
 }  // namespace memfit

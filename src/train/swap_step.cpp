@@ -42,7 +42,8 @@ ExecOptions planning_options(const ExecOptions& exec) {
 
 Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
                                     const ExecOptions& exec) {
-  MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, planning_options(exec)));
+  MEMFIT_ASSIGN_OR_RETURN(auto prepared,
+                          Executable::prepare(graph, backend, planning_options(exec)));
   const Graph& g = prepared->graph();
   return predicted_step_seconds(g, predicted_node_seconds(g, cpu_machine(exec.link_gbps)));
 }

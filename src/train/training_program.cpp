@@ -77,8 +77,9 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
                                                         UpdateMode::accumulate, &built));
     MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed_acc,
                             recompute_step_graph(std::move(acc), recompute, backend, exec));
-    MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped_acc, swap_step_graph(std::move(recomputed_acc.graph),
-                                                                      swap, backend, exec));
+    MEMFIT_ASSIGN_OR_RETURN(
+        SwappedGraph swapped_acc,
+        swap_step_graph(std::move(recomputed_acc.graph), swap, backend, exec));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
                             Executable::compile(std::move(swapped_acc.graph), backend, exec));
   }

@@ -288,7 +288,9 @@ int main(int argc, char** argv) {
   max_cmd->add_option("--optimizer", max_flags.optimizer, "sgd (momentum 0.9) or adamw")
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->capture_default_str();
-  max_cmd->add_option("--backend", max_request.backend, "whose layouts and workspaces: cpu or reference")
+  max_cmd
+      ->add_option("--backend", max_request.backend,
+                   "whose layouts and workspaces: cpu or reference")
       ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
   std::string max_recompute = "none";

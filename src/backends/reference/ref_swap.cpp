@@ -7,8 +7,8 @@
 namespace memfit {
 
 void ref_copy(const RefCall& call) {
-  const size_t bytes = static_cast<size_t>(num_elements(call.in[0].shape)) *
-                       dtype_size(call.in[0].dtype);
+  const size_t bytes =
+      static_cast<size_t>(num_elements(call.in[0].shape)) * dtype_size(call.in[0].dtype);
   std::memcpy(call.args.outputs[0], call.args.inputs[0], bytes);
 }
 
