@@ -415,6 +415,137 @@ output %b
                "'b' wrote %b [256, 512) in place over it at step 1");
 }
 
+// Swapping: %a is copied to the host (%h) after its forward use, its device
+// range is reused once swap_wait says the copy has completed, and it comes
+// back as %back for the backward reader. Every tensor f32[4,16]: 256 bytes.
+constexpr std::string_view kSwap = R"(memfit-graph 1
+input %x f32[4,16] input
+node a = relu(%x) -> %a f32[4,16] activation
+node b = tanh(%a) -> %b f32[4,16] activation
+node out = to_host(%a) -> %h f32[4,16] activation
+node c = sigmoid(%b) -> %c f32[4,16] activation
+node wait = swap_wait(%a, %h) ->
+node d = tanh(%c) -> %d f32[4,16] activation
+node in = to_device(%h) -> %back f32[4,16] activation
+node e = mul(%d, %back) -> %e f32[4,16] activation
+output %e
+)";
+
+// make_case with the named values moved to the host pool; the pool sizes follow.
+Case make_swap_case(std::string_view text, const std::map<std::string, size_t>& offsets,
+                    const std::vector<std::string>& host) {
+  Case c = make_case(text, offsets);
+  c.plan.arena_bytes = 0;
+  for (size_t v = 0; v < c.graph.num_values(); ++v) {
+    Slice& slice = c.plan.value_slices[v];
+    const std::string& name = c.graph.values()[v].name;
+    const bool on_host = std::find(host.begin(), host.end(), name) != host.end();
+    if (on_host) slice.pool = Pool::host;
+    size_t& pool = on_host ? c.plan.host_bytes : c.plan.arena_bytes;
+    pool = std::max(pool, slice.end());
+  }
+  return c;
+}
+
+TEST(PlanVerifierSwapTest, AcceptsReuseAfterTheSwapWait) {
+  // %d takes %a's bytes after the wait; %back takes %b's, dead after %c.
+  expect_ok(make_swap_case(kSwap, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0}, {"c", 768},
+                                   {"d", 256}, {"back", 512}, {"e", 0}},
+                           {"h"}));
+}
+
+TEST(PlanVerifierSwapTest, RejectsReuseBeforeTheCopyCompletes) {
+  // %c takes %a's bytes while the copy to_host(%a) may still be reading them.
+  expect_error(make_swap_case(kSwap, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0}, {"c", 256},
+                                      {"d", 768}, {"back", 512}, {"e", 0}},
+                              {"h"}),
+               "node 'wait' reads %a [256, 512) at step 4, but node 'c' overwrote [256, 512) "
+               "with %c [256, 512) at step 3");
+}
+
+TEST(PlanVerifierSwapTest, RejectsASwapInOverAValueStillRead) {
+  // The copy to_device writes %back from its node on: %d is read after it.
+  expect_error(make_swap_case(kSwap, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0}, {"c", 768},
+                                      {"d", 256}, {"back", 256}, {"e", 0}},
+                              {"h"}),
+               "node 'e' reads %d [256, 512) at step 7, but node 'in' overwrote [256, 512) with "
+               "%back [256, 512) at step 6");
+}
+
+TEST(PlanVerifierSwapTest, RejectsAHostCopyOverwrittenBeforeItsSwapIn) {
+  constexpr std::string_view two = R"(memfit-graph 1
+input %x f32[4,16] input
+node a = relu(%x) -> %a f32[4,16] activation
+node out = to_host(%a) -> %h f32[4,16] activation
+node b = tanh(%a) -> %b f32[4,16] activation
+node out2 = to_host(%b) -> %h2 f32[4,16] activation
+node wait = swap_wait(%a, %h) ->
+node wait2 = swap_wait(%b, %h2) ->
+node in = to_device(%h) -> %back f32[4,16] activation
+node in2 = to_device(%h2) -> %back2 f32[4,16] activation
+node e = mul(%back, %back2) -> %e f32[4,16] activation
+output %e
+)";
+  expect_error(make_swap_case(two, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0}, {"h2", 0},
+                                    {"back", 256}, {"back2", 512}, {"e", 0}},
+                              {"h", "h2"}),
+               "node 'wait' reads %h host [0, 256) at step 4, but node 'out2' overwrote [0, 256) "
+               "with %h2 host [0, 256) at step 3");
+}
+
+TEST(PlanVerifierSwapTest, RejectsAToHostWithoutASwapWait) {
+  constexpr std::string_view unwaited = R"(memfit-graph 1
+input %x f32[4,16] input
+node a = relu(%x) -> %a f32[4,16] activation
+node out = to_host(%a) -> %h f32[4,16] activation
+node in = to_device(%h) -> %back f32[4,16] activation
+output %back
+)";
+  expect_error(make_swap_case(unwaited, {{"x", 0}, {"a", 256}, {"h", 0}, {"back", 0}}, {"h"}),
+               "node 'out' copies %a to the host, but no swap_wait says when the copy has "
+               "completed");
+}
+
+TEST(PlanVerifierSwapTest, RejectsValuesInTheWrongPool) {
+  // A host copy planned in the device arena.
+  expect_error(make_swap_case(kSwap, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 1024}, {"c", 768},
+                                      {"d", 256}, {"back", 512}, {"e", 0}},
+                              {}),
+               "%h, made by node 'out', is in the device arena; only outputs of to_host live in "
+               "the host pool");
+  // A compute node reading the host pool: mul reads %h instead of %back.
+  constexpr std::string_view reads_host = R"(memfit-graph 1
+input %x f32[4,16] input
+node a = relu(%x) -> %a f32[4,16] activation
+node out = to_host(%a) -> %h f32[4,16] activation
+node wait = swap_wait(%a, %h) ->
+node e = mul(%x, %h) -> %e f32[4,16] activation
+output %e
+)";
+  expect_error(make_swap_case(reads_host, {{"x", 0}, {"a", 256}, {"h", 0}, {"e", 256}}, {"h"}),
+               "node 'e' reads %h from the host pool; only to_device copies it back");
+}
+
+TEST(PlanVerifierSwapTest, RejectsAHostPoolSizeThatDisagrees) {
+  Case c = make_swap_case(kSwap, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0}, {"c", 768},
+                                  {"d", 256}, {"back", 512}, {"e", 0}},
+                          {"h"});
+  c.plan.host_bytes = 512;
+  expect_error(c, "the plan claims a host pool of 512 bytes, but its host slices end at 256");
+}
+
+TEST(PlannerVerifiedTest, PlansTheSwapGraphInTwoPools) {
+  const Result<Graph> graph = parse_graph(kSwap);
+  ASSERT_TRUE(graph.is_ok()) << graph.message();
+  const PlanSizes sizes = plain_sizes(*graph);
+  const Result<MemoryPlan> plan = plan_memory(*graph, sizes);
+  ASSERT_TRUE(plan.is_ok()) << plan.message();
+  EXPECT_EQ(plan->host_bytes, 256u);
+  EXPECT_EQ(plan->value_slices[graph->find_value("h").idx()].pool, Pool::host);
+  const Status status = verify_plan(*graph, sizes, *plan);
+  EXPECT_TRUE(status.is_ok()) << status.message();
+}
+
 // The planner on the smallest graphs of the bugs the random graphs found.
 void expect_planned_ok(std::string_view text, const PlanSizes* sizes = nullptr) {
   const Result<Graph> graph = parse_graph(text);

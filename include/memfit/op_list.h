@@ -68,4 +68,7 @@
   MEMFIT_OP(reduce_mean, ReduceAttrs)                  \
   MEMFIT_OP(fill, FillAttrs)                           \
   MEMFIT_OP(sgd_update, SgdAttrs)                      \
-  MEMFIT_OP(adamw_update, AdamWAttrs)
+  MEMFIT_OP(adamw_update, AdamWAttrs)                  \
+  MEMFIT_OP(to_host, NoAttrs)                          \
+  MEMFIT_OP(to_device, NoAttrs)                        \
+  MEMFIT_OP(swap_wait, NoAttrs)

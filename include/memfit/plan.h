@@ -27,6 +27,8 @@ struct PlanRequest {
   Recompute recompute = Recompute::none;
   CostModel cost = CostModel::roofline;  // the predicted times, and what optimal and milp minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
+  Swap swap = Swap::none;
+  double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
 };
 
 // The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
@@ -60,6 +62,7 @@ struct TimelinePoint {
 
 struct PlanReport {
   size_t arena_bytes = 0;        // the planned arena: what the step needs
+  size_t host_bytes = 0;         // the planned host pool: swapped-out copies
   size_t lower_bound_bytes = 0;  // the most bytes live at one step: no placement does better
   size_t no_sharing_bytes = 0;   // every value and workspace in a slice of its own
   BytesByRole by_role;           // at peak_step; sums to lower_bound_bytes
@@ -67,8 +70,12 @@ struct PlanReport {
   size_t checkpoint_candidates = 0;     // forward values that cut the forward graph
   size_t checkpoints = 0;               // of them, those kept for the backward pass
   size_t recomputed_nodes = 0;          // clones of forward nodes in the backward pass
+  size_t swap_candidates = 0;           // forward activations the backward pass reads again
+  size_t swapped_values = 0;            // of them, those swapped to the host pool
+  size_t swapped_bytes = 0;             // their bytes
   // Predicted by the request's cost model: the whole step (every node, clones
-  // included), and the forward work the clones add.
+  // included; copies to and from the host on their own stream over the link,
+  // src/passes/step_time.h), and the forward work the clones add.
   double predicted_step_seconds = 0;
   double predicted_recompute_seconds = 0;
   int32_t peak_step = -1;               // the step where the live bytes reach lower_bound_bytes
@@ -81,6 +88,24 @@ struct PlanReport {
 // holds and more), sizes it for the backend, and plans it. An arena over a
 // non-zero budget is an error that names the smallest arena this plan reaches.
 Result<PlanReport> plan_training_step(const PlanRequest& request);
+
+// The largest batch whose step fits request.budget (which must be > 0) under
+// the request's other settings (sharing, recompute, swap, link), by planning
+// only: nothing is allocated. Batch 1 is tried first (an error if even it does
+// not fit, naming its arena); then the batch doubles until a plan does not
+// fit, and bisection finds the largest that does (fitting is taken to be
+// monotone in the batch). A batch whose plan fails for another reason is an
+// error. request.model.batch is ignored.
+struct MaxBatchReport {
+  int64_t max_batch = 0;
+  PlanReport plan;  // the plan of max_batch
+  int plans = 0;    // batches planned by the search
+};
+Result<MaxBatchReport> find_max_batch(const PlanRequest& request);
+// As `memfit maxbatch` prints it: text, or one JSON object with at least
+// max_batch, arena_bytes, host_bytes and predicted_step_seconds.
+std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& report);
+std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& report);
 
 // A byte count: a whole or decimal number, optionally followed by a unit: B,
 // KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 1.5GiB.

@@ -45,6 +45,22 @@ std::vector<std::string> recompute_names();
 // constants, or each distinct node timed once on the backend at hand.
 enum class CostModel { roofline, measured };
 std::string_view cost_model_name(CostModel model);
+// Swapping to host memory (Meng et al. 2017, TFLMS): forward activations that
+// the backward pass reads again are copied to a host pool after their last
+// forward use and copied back, prefetched, before their first backward use
+// (src/passes/swap.h). The policy picks which ones.
+enum class Swap {
+  none,      // keep every activation on the device
+  refcount,  // Meng et al.: every activation whose idle span (from its last forward
+             // use to its first backward use) covers the step's peak and is long
+             // enough to hide the copy out and back behind compute
+  budget,    // the activations with the most bytes x idle seconds first, the fewest
+             // that make the arena fit the memory budget (all of them without one)
+};
+std::string_view swap_name(Swap swap);
+// none, refcount or budget (tflms and auto are not built yet).
+Result<Swap> parse_swap(std::string_view text);
+std::vector<std::string> swap_names();
 
 struct TrainOptions {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
@@ -66,6 +82,8 @@ struct TrainOptions {
   Recompute recompute = Recompute::none;
   CostModel cost = CostModel::roofline;  // optimal and milp: whose node times they minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
+  Swap swap = Swap::none;
+  double link_gbps = 0;     // the copy engine's bandwidth limit in GB/s; 0: none
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines

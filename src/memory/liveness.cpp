@@ -13,7 +13,8 @@
 //    in the same bytes.
 // 3. Buffers: the values of an in-place chain share one buffer, live from the
 //    first value's definition to the last value's last use; each non-empty
-//    workspace is a buffer live at its node.
+//    workspace is a buffer live at its node. A buffer is in the host pool when
+//    its value is an output of to_host (no op has an in-place pair across pools).
 // Guarantees: buffers that are live at a common step hold no value needed by
 // the other. Linear in nodes plus values.
 #include "memory/liveness.h"
@@ -46,6 +47,12 @@ std::vector<Interval> value_intervals(const Graph& graph) {
 }
 
 }  // namespace
+
+Pool value_pool(const Graph& graph, ValueId value) {
+  const Value& v = graph.value(value);
+  return v.producer.valid() && graph.node(v.producer).op == OpKind::to_host ? Pool::host
+                                                                            : Pool::device;
+}
 
 Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const PlanOptions& options) {
   MEMFIT_CHECK(sizes.value_bytes.size() == graph.num_values());
@@ -119,7 +126,8 @@ Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const Plan
     const Value& value = graph.value(v);
     result.value_buffer[v.idx()] = static_cast<int32_t>(result.buffers.size());
     result.buffers.push_back({align_up(sizes.value_bytes[v.idx()]), live,
-                              !value.producer.valid() && is_persistent(value.role)});
+                              !value.producer.valid() && is_persistent(value.role),
+                              value_pool(graph, v)});
   };
   for (size_t v = 0; v < graph.num_values(); ++v) {
     if (!graph.values()[v].producer.valid()) assign_buffer(ValueId(static_cast<int32_t>(v)));
@@ -132,7 +140,8 @@ Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const Plan
     if (sizes.workspace_bytes[n] == 0) continue;
     const auto step = static_cast<int32_t>(n);
     result.workspace_buffer[n] = static_cast<int32_t>(result.buffers.size());
-    result.buffers.push_back({align_up(sizes.workspace_bytes[n]), {step, step}, false});
+    result.buffers.push_back(
+        {align_up(sizes.workspace_bytes[n]), {step, step}, false, Pool::device});
   }
   return result;
 }

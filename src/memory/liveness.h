@@ -15,7 +15,11 @@ struct PlanBuffer {
   size_t bytes = 0;  // aligned
   Interval live;
   bool persistent = false;  // a parameter or state: live for the whole step
+  Pool pool = Pool::device;
 };
+
+// The pool of a value, decided by its producer's op (memory_plan.h).
+Pool value_pool(const Graph& graph, ValueId value);
 
 struct Liveness {
   std::vector<Interval> value_live;  // per value

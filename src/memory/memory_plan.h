@@ -1,6 +1,10 @@
 // The memory plan of a training step: for every value and every node's
-// workspace, a slice (offset, bytes) of one device arena, valid over the
-// schedule, which is the graph's node order.
+// workspace, a slice (pool, offset, bytes) of the device arena or of the host
+// pool, valid over the schedule, which is the graph's node order. The pool of
+// a value is decided by its producer's op: outputs of to_host (swapped-out
+// copies, src/ops/ops_swap.cpp) live in the host pool, everything else
+// (workspaces included) in the device arena. The two pools are planned alike
+// and separately: offsets are relative to the slice's pool.
 //
 // Time: node i of the graph runs at step i (0 <= i < N). A value is live over
 // the closed interval [def, last]: def is its producer's step, or -1 for graph
@@ -29,9 +33,12 @@ inline size_t align_up(size_t bytes) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
+enum class Pool : uint8_t { device, host };
+
 struct Slice {
   size_t offset = 0;
   size_t bytes = 0;  // a multiple of kArenaAlignment; 0 for an empty workspace
+  Pool pool = Pool::device;
   size_t end() const { return offset + bytes; }
 };
 
@@ -56,9 +63,10 @@ struct MemoryPlan {
   // For each value, the input of its producer whose slice it reuses in place, or invalid.
   std::vector<ValueId> inplace_of;
 
-  size_t arena_bytes = 0;        // the arena: the largest slice end
-  size_t lower_bound_bytes = 0;  // the largest sum of live slice bytes at any step
-  size_t no_sharing_bytes = 0;   // every value and workspace in a slice of its own
+  size_t arena_bytes = 0;        // the device arena: the largest device slice end
+  size_t host_bytes = 0;         // the host pool: the largest host slice end
+  size_t lower_bound_bytes = 0;  // the largest sum of live device slice bytes at any step
+  size_t no_sharing_bytes = 0;   // every device value and workspace in a slice of its own
   int32_t peak_step = -1;        // the step where lower_bound_bytes is reached
   RoleBytes by_role;             // the live bytes at peak_step, by role
   std::string algorithm;         // the heap algorithm whose placement won

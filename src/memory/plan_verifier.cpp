@@ -9,9 +9,18 @@
 //
 // Stages:
 //   1. Shape of the plan: one slice per value and per node; every slice
-//      aligned to kArenaAlignment, at least the bytes asked for, inside the
-//      arena; the arena is the largest slice end and fits the budget.
-//   2. Replay. An interval map from arena offset to the value whose bytes lie
+//      aligned to kArenaAlignment, at least the bytes asked for, inside its
+//      pool; the arena (the host pool) is the largest device (host) slice end,
+//      and the arena fits the budget.
+//   1b. Pools and copies: a value is in the host pool exactly when to_host
+//      made it, workspaces are on the device; only to_device and swap_wait
+//      read host values; every to_host is awaited by a swap_wait whose inputs
+//      are its source and its output. The copy to_host runs asynchronously
+//      from its node to that swap_wait, so its source must stay intact up to
+//      the swap_wait, which reads it: stage 2 checks that like any read. A
+//      copy to_device writes its output from its node on, where stage 2
+//      writes it.
+//   2. Replay. An interval map per pool from offset to the value whose bytes lie
 //      there holds the values written and not yet (even partly) overwritten.
 //      Before node 0 the graph inputs are written (data is copied in, state is
 //      already there). At step i, node i
@@ -31,6 +40,9 @@
 // needed (its next read, or the end of the step), naming the write. That is
 // the same verdict as refusing the write, with no liveness to compute, so the
 // verifier cannot agree with a wrong liveness of the planner by accident.
+// Copies are issued in schedule order and run in that order, so a host range
+// read by a pending to_device is rewritten only by a later copy: the replay in
+// schedule order is exact for the host pool too.
 // Cost: O((values + nodes + edges) log values): a value enters and leaves the
 // map at most once, each time at the cost of one map operation.
 #include <algorithm>
@@ -96,18 +108,28 @@ Status check_plan_shape(const Graph& graph, const PlanSizes& sizes, const Memory
   if (Status graph_status = verify_graph(graph); !graph_status) {
     return Status::error("the graph of the plan is invalid: " + graph_status.message());
   }
-  size_t largest_end = 0;
+  size_t largest_end = 0, largest_host_end = 0;
   for (size_t v = 0; v < values; ++v) {
     const Slice& slice = plan.value_slices[v];
-    MEMFIT_RETURN_IF_ERROR(
-        check_slice("%" + graph.values()[v].name, slice, sizes.value_bytes[v], plan.arena_bytes));
-    largest_end = std::max(largest_end, slice.end());
+    const bool host = slice.pool == Pool::host;
+    MEMFIT_RETURN_IF_ERROR(check_slice("%" + graph.values()[v].name, slice, sizes.value_bytes[v],
+                                       host ? plan.host_bytes : plan.arena_bytes));
+    (host ? largest_host_end : largest_end) = std::max(host ? largest_host_end : largest_end,
+                                                       slice.end());
   }
   for (size_t n = 0; n < nodes; ++n) {
     const Slice& slice = plan.workspace_slices[n];
+    if (slice.pool != Pool::device) {
+      return Status::error("the workspace of " + node_ref(graph.nodes()[n]) +
+                           " is in the host pool; kernels use device memory");
+    }
     MEMFIT_RETURN_IF_ERROR(check_slice("the workspace of " + node_ref(graph.nodes()[n]), slice,
                                        sizes.workspace_bytes[n], plan.arena_bytes));
     largest_end = std::max(largest_end, slice.end());
+  }
+  if (plan.host_bytes != largest_host_end) {
+    return Status::error("the plan claims a host pool of " + std::to_string(plan.host_bytes) +
+                         " bytes, but its host slices end at " + std::to_string(largest_host_end));
   }
   // The arena is what the executor allocates: a larger one breaks the promise
   // that the predicted peak is the reached peak, to the byte.
@@ -118,6 +140,54 @@ Status check_plan_shape(const Graph& graph, const PlanSizes& sizes, const Memory
   if (budget > 0 && plan.arena_bytes > budget) {
     return Status::error("the plan needs " + std::to_string(plan.arena_bytes) +
                          " bytes, over the budget of " + std::to_string(budget));
+  }
+  return Status::ok();
+}
+
+// Stage 1b.
+Status check_pools_and_copies(const Graph& graph, const MemoryPlan& plan) {
+  auto is_host = [&](ValueId v) { return plan.value_slices[v.idx()].pool == Pool::host; };
+  std::vector<bool> awaited(graph.num_values(), false);
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    if (!graph.values()[v].producer.valid() && is_host(ValueId(static_cast<int32_t>(v)))) {
+      return Status::error("graph input %" + graph.values()[v].name +
+                           " is in the host pool; graph inputs are copied onto the device");
+    }
+  }
+  for (const Node& node : graph.nodes()) {
+    for (ValueId out : node.outputs) {
+      if (is_host(out) != (node.op == OpKind::to_host)) {
+        return Status::error("%" + graph.value(out).name + ", made by " + node_ref(node) +
+                             ", is in the " + (is_host(out) ? "host pool" : "device arena") +
+                             "; only outputs of to_host live in the host pool");
+      }
+    }
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const bool may_read_host =
+          node.op == OpKind::to_device || (node.op == OpKind::swap_wait && i == 1);
+      if (is_host(node.inputs[i]) && !may_read_host) {
+        return Status::error(node_ref(node) + " reads %" + graph.value(node.inputs[i]).name +
+                             " from the host pool; only to_device copies it back");
+      }
+    }
+    if (node.op != OpKind::swap_wait) continue;
+    const Value& copy = graph.value(node.inputs[1]);
+    const bool waits_for_copy = copy.producer.valid() &&
+                                graph.node(copy.producer).op == OpKind::to_host &&
+                                graph.node(copy.producer).inputs[0] == node.inputs[0];
+    if (!waits_for_copy) {
+      return Status::error(node_ref(node) + " must wait for a to_host of %" +
+                           graph.value(node.inputs[0]).name + ", but %" + copy.name +
+                           " is not its output");
+    }
+    awaited[node.inputs[1].idx()] = true;
+  }
+  for (const Node& node : graph.nodes()) {
+    if (node.op == OpKind::to_host && !awaited[node.outputs[0].idx()]) {
+      return Status::error(node_ref(node) + " copies %" + graph.value(node.inputs[0]).name +
+                           " to the host, but no swap_wait says when the copy has completed, so "
+                           "its device range could be reused during the copy");
+    }
   }
   return Status::ok();
 }
@@ -149,8 +219,9 @@ class ArenaReplay {
 
   std::string value_ref(ValueId v) const;
   std::string explain(const Overwrite& o) const;
-  // The held ranges that overlap [begin, end), in offset order.
-  std::vector<Map::iterator> overlapping(size_t begin, size_t end);
+  // The held ranges of `pool` that overlap [begin, end), in offset order.
+  std::vector<Map::iterator> overlapping(Pool pool, size_t begin, size_t end);
+  Map& held(Pool pool) { return held_[static_cast<size_t>(pool)]; }
   void destroy(Map::iterator it, Overwrite overwrite);
   Status write_workspace(int32_t step, NodeId id);
   Status write_output(int32_t step, NodeId id, int output);
@@ -158,13 +229,14 @@ class ArenaReplay {
 
   const Graph& graph_;
   const MemoryPlan& plan_;
-  Map held_;  // offset -> the intact value whose slice starts there
+  Map held_[2];  // per pool: offset -> the intact value whose slice starts there
   std::vector<std::optional<Overwrite>> overwritten_;  // one per value
 };
 
 std::string ArenaReplay::value_ref(ValueId v) const {
   const Slice& slice = plan_.value_slices[v.idx()];
-  return "%" + graph_.value(v).name + " " + bytes_range(slice.offset, slice.end());
+  return "%" + graph_.value(v).name + (slice.pool == Pool::host ? " host " : " ") +
+         bytes_range(slice.offset, slice.end());
 }
 
 std::string ArenaReplay::explain(const Overwrite& o) const {
@@ -177,19 +249,22 @@ std::string ArenaReplay::explain(const Overwrite& o) const {
   return node + " overwrote " + bytes_range(o.begin, o.end) + " with " + value_ref(o.by) + at;
 }
 
-std::vector<ArenaReplay::Map::iterator> ArenaReplay::overlapping(size_t begin, size_t end) {
+std::vector<ArenaReplay::Map::iterator> ArenaReplay::overlapping(Pool pool, size_t begin,
+                                                                 size_t end) {
+  Map& map = held(pool);
   std::vector<Map::iterator> result;
-  auto it = held_.upper_bound(begin);
-  if (it != held_.begin() && std::prev(it)->second.end > begin) --it;
-  for (; it != held_.end() && it->first < end; ++it) result.push_back(it);
+  auto it = map.upper_bound(begin);
+  if (it != map.begin() && std::prev(it)->second.end > begin) --it;
+  for (; it != map.end() && it->first < end; ++it) result.push_back(it);
   return result;
 }
 
 void ArenaReplay::destroy(Map::iterator it, Overwrite overwrite) {
   overwrite.begin = std::max(overwrite.begin, it->first);
   overwrite.end = std::min(overwrite.end, it->second.end);
-  overwritten_[it->second.value.idx()] = overwrite;
-  held_.erase(it);
+  const ValueId victim = it->second.value;
+  overwritten_[victim.idx()] = overwrite;
+  held(plan_.value_slices[victim.idx()].pool).erase(it);
 }
 
 Status ArenaReplay::write_graph_inputs() {
@@ -198,12 +273,12 @@ Status ArenaReplay::write_graph_inputs() {
     if (graph_.value(id).producer.valid()) continue;
     const Slice& slice = plan_.value_slices[v];
     if (slice.bytes == 0) continue;
-    const std::vector<Map::iterator> hit = overlapping(slice.offset, slice.end());
+    const std::vector<Map::iterator> hit = overlapping(slice.pool, slice.offset, slice.end());
     if (!hit.empty()) {
       return Status::error("graph inputs " + value_ref(hit.front()->second.value) + " and " +
                            value_ref(id) + " overlap; both are written before the first node");
     }
-    held_.emplace(slice.offset, Held{slice.end(), id});
+    held(slice.pool).emplace(slice.offset, Held{slice.end(), id});
   }
   return Status::ok();
 }
@@ -228,7 +303,7 @@ Status ArenaReplay::write_workspace(int32_t step, NodeId id) {
   const Node& node = graph_.node(id);
   const Slice& slice = plan_.workspace_slices[id.idx()];
   if (slice.bytes == 0) return Status::ok();
-  for (Map::iterator it : overlapping(slice.offset, slice.end())) {
+  for (Map::iterator it : overlapping(Pool::device, slice.offset, slice.end())) {
     const ValueId victim = it->second.value;
     if (std::find(node.inputs.begin(), node.inputs.end(), victim) != node.inputs.end()) {
       return Status::error("the workspace of " + node_ref(node) + " " +
@@ -248,11 +323,12 @@ Status ArenaReplay::write_output(int32_t step, NodeId id, int output) {
   const std::string writes =
       node_ref(node) + " writes " + value_ref(value) + " at step " + std::to_string(step);
   const Slice& workspace = plan_.workspace_slices[id.idx()];
-  if (workspace.bytes > 0 && slice.offset < workspace.end() && workspace.offset < slice.end()) {
+  if (workspace.bytes > 0 && slice.pool == Pool::device && slice.offset < workspace.end() &&
+      workspace.offset < slice.end()) {
     return Status::error(writes + " over its own workspace " +
                          bytes_range(workspace.offset, workspace.end()));
   }
-  for (Map::iterator it : overlapping(slice.offset, slice.end())) {
+  for (Map::iterator it : overlapping(slice.pool, slice.offset, slice.end())) {
     const ValueId victim = it->second.value;
     if (graph_.value(victim).producer == id) {
       return Status::error(writes + " over its other output " + value_ref(victim));
@@ -262,7 +338,7 @@ Status ArenaReplay::write_output(int32_t step, NodeId id, int output) {
     if (is_input) MEMFIT_RETURN_IF_ERROR(check_in_place(step, node, output, victim));
     destroy(it, Overwrite{step, value, is_input, slice.offset, slice.end()});
   }
-  held_.emplace(slice.offset, Held{slice.end(), value});
+  held(slice.pool).emplace(slice.offset, Held{slice.end(), value});
   return Status::ok();
 }
 
@@ -333,6 +409,7 @@ Status ArenaReplay::check_end() const {
 Status verify_plan(const Graph& graph, const PlanSizes& sizes, const MemoryPlan& plan,
                    size_t budget) {
   MEMFIT_RETURN_IF_ERROR(check_plan_shape(graph, sizes, plan, budget));
+  MEMFIT_RETURN_IF_ERROR(check_pools_and_copies(graph, plan));
   ArenaReplay replay(graph, plan);
   MEMFIT_RETURN_IF_ERROR(replay.write_graph_inputs());
   for (size_t n = 0; n < graph.num_nodes(); ++n) {

@@ -50,7 +50,7 @@ std::pair<size_t, int32_t> live_peak(const std::vector<PlanBuffer>& buffers, int
   return {static_cast<size_t>(peak), peak_step};
 }
 
-// What the live buffers at `step` hold, by role: each buffer counted once, as
+// What the live device buffers at `step` hold, by role: each buffer counted once, as
 // the value of its chain defined last at or before the step.
 RoleBytes roles_at(const Graph& graph, const Liveness& liveness, int32_t step) {
   std::vector<int32_t> holder(liveness.buffers.size(), -1);
@@ -61,7 +61,7 @@ RoleBytes roles_at(const Graph& graph, const Liveness& liveness, int32_t step) {
   }
   RoleBytes bytes;
   for (size_t b = 0; b < liveness.buffers.size(); ++b) {
-    if (holder[b] >= 0) {
+    if (holder[b] >= 0 && liveness.buffers[b].pool == Pool::device) {
       role_bucket(bytes, graph.values()[static_cast<size_t>(holder[b])].role) += liveness.buffers[b].bytes;
     }
   }
@@ -74,6 +74,21 @@ RoleBytes roles_at(const Graph& graph, const Liveness& liveness, int32_t step) {
 
 std::string human(size_t bytes) { return std::to_string(bytes) + " bytes"; }
 
+// Offsets for the buffers of one pool (indices `of` into `buffers`), by the
+// better of the heap algorithms, or one slice each without sharing.
+Placement place_pool(const std::vector<PlanBuffer>& all, const std::vector<size_t>& of,
+                     bool share) {
+  std::vector<PlanBuffer> buffers;
+  for (size_t b : of) buffers.push_back(all[b]);
+  if (!share) return place_without_sharing(buffers);
+  Placement placement = place_by_time(buffers);
+  if (greedy_by_size_work(buffers) <= kMaxGreedyWork) {
+    Placement by_size = place_greedy_by_size(buffers);
+    if (by_size.arena_bytes <= placement.arena_bytes) placement = std::move(by_size);
+  }
+  return placement;
+}
+
 }  // namespace
 
 PlanSizes plain_sizes(const Graph& graph) {
@@ -85,35 +100,46 @@ PlanSizes plain_sizes(const Graph& graph) {
 
 Result<MemoryPlan> plan_memory(const Graph& graph, const PlanSizes& sizes, const PlanOptions& options) {
   const Liveness liveness = analyze_liveness(graph, sizes, options);
-  Placement placement;
-  if (options.share) {
-    placement = place_by_time(liveness.buffers);
-    if (greedy_by_size_work(liveness.buffers) <= kMaxGreedyWork) {
-      Placement by_size = place_greedy_by_size(liveness.buffers);
-      if (by_size.arena_bytes <= placement.arena_bytes) placement = std::move(by_size);
-    }
-  } else {
-    placement = place_without_sharing(liveness.buffers);
+  // The device arena and the host pool are planned separately, by the same
+  // algorithms: a slice's offset is relative to its own pool.
+  std::vector<size_t> of_pool[2];
+  for (size_t b = 0; b < liveness.buffers.size(); ++b) {
+    of_pool[static_cast<size_t>(liveness.buffers[b].pool)].push_back(b);
   }
+  const Placement device = place_pool(liveness.buffers, of_pool[0], options.share);
+  const Placement host = place_pool(liveness.buffers, of_pool[1], options.share);
+  std::vector<Slice> buffer_slices(liveness.buffers.size());
+  for (int p = 0; p < 2; ++p) {
+    const Placement& placement = p == 0 ? device : host;
+    for (size_t k = 0; k < of_pool[p].size(); ++k) {
+      const size_t b = of_pool[p][k];
+      buffer_slices[b] = {placement.offsets[k], liveness.buffers[b].bytes, static_cast<Pool>(p)};
+    }
+  }
+  std::vector<PlanBuffer> device_buffers;
+  for (size_t b : of_pool[0]) device_buffers.push_back(liveness.buffers[b]);
 
   MemoryPlan plan;
   plan.value_live = liveness.value_live;
   plan.inplace_of = liveness.inplace_of;
-  plan.algorithm = placement.algorithm;
-  plan.arena_bytes = placement.arena_bytes;
+  plan.algorithm = device.algorithm;
+  plan.arena_bytes = device.arena_bytes;
+  plan.host_bytes = host.arena_bytes;
   for (size_t v = 0; v < graph.num_values(); ++v) {
-    const auto b = static_cast<size_t>(liveness.value_buffer[v]);
-    plan.value_slices.push_back({placement.offsets[b], liveness.buffers[b].bytes});
+    plan.value_slices.push_back(buffer_slices[static_cast<size_t>(liveness.value_buffer[v])]);
   }
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const int32_t b = liveness.workspace_buffer[n];
-    plan.workspace_slices.push_back(
-        b < 0 ? Slice{} : Slice{placement.offsets[static_cast<size_t>(b)], liveness.buffers[static_cast<size_t>(b)].bytes});
+    plan.workspace_slices.push_back(b < 0 ? Slice{} : buffer_slices[static_cast<size_t>(b)]);
   }
-  for (size_t bytes : sizes.value_bytes) plan.no_sharing_bytes += align_up(bytes);
+  for (size_t v = 0; v < graph.num_values(); ++v) {
+    if (plan.value_slices[v].pool == Pool::device) {
+      plan.no_sharing_bytes += align_up(sizes.value_bytes[v]);
+    }
+  }
   for (size_t bytes : sizes.workspace_bytes) plan.no_sharing_bytes += align_up(bytes);
   std::tie(plan.lower_bound_bytes, plan.peak_step) =
-      live_peak(liveness.buffers, static_cast<int32_t>(graph.num_nodes()));
+      live_peak(device_buffers, static_cast<int32_t>(graph.num_nodes()));
   plan.by_role = roles_at(graph, liveness, plan.peak_step);
 
   if (options.budget > 0 && plan.arena_bytes > options.budget) {

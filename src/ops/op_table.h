@@ -61,6 +61,10 @@ struct OpInfo {
   // For ops without a gradient rule: the differentiable op whose gradient rule
   // emits this one, so its gradient check covers it (none for optimizer ops).
   std::vector<OpKind> emitted_by;
+  // A copy-engine op (to_host, to_device, swap_wait: src/ops/ops_swap.cpp): the
+  // executor runs it on the copy stream; passes insert it after autodiff, so it
+  // has no gradient rule.
+  bool copy = false;
 };
 
 const OpInfo& op_info(OpKind op);
@@ -91,5 +95,6 @@ void register_sequence_ops(OpTableBuilder& table);     // embedding, causal_mask
 void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, cross-entropy
 void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill
 void register_optimizer_ops(OpTableBuilder& table);    // sgd_update, adamw_update
+void register_swap_ops(OpTableBuilder& table);         // to_host, to_device, swap_wait
 
 }  // namespace memfit

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/check.h"
+#include "ops/op_table.h"
 #include "passes/schedule.h"
 
 namespace memfit {
@@ -20,6 +21,11 @@ const std::vector<float>* StateStore::find(const std::string& name) const {
 namespace {
 
 constexpr std::align_val_t kArenaAlign{kArenaAlignment};
+
+bool has_copy_nodes(const Graph& graph) {
+  return std::any_of(graph.nodes().begin(), graph.nodes().end(),
+                     [](const Node& node) { return op_info(node.op).copy; });
+}
 
 }  // namespace
 
@@ -59,7 +65,7 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   PlanOptions plan_options;
   plan_options.share = options.share;
   MEMFIT_ASSIGN_OR_RETURN(exe->plan_, plan_memory(g, exe->sizes_, plan_options));
-  if (options.share) exe->try_memory_aware_order(plan_options);
+  if (options.share && !has_copy_nodes(g)) exe->try_memory_aware_order(plan_options);
   if (options.budget > 0 && exe->plan_.arena_bytes > options.budget) {
     plan_options.budget = options.budget;
     return plan_memory(exe->graph_, exe->sizes_, plan_options).status();
@@ -95,8 +101,36 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
     if (plan.workspace_slices[n].bytes > 0) exe->dead_after_[n].push_back(plan.workspace_slices[n]);
   }
 
+  // Events: a compute node waits for the copies whose outputs it reads;
+  // swap_wait waits for the to_host that made its input 1. Copy nodes reading
+  // copy outputs need no event: the copy stream runs in issue order.
+  exe->waits_for_.resize(scheduled.num_nodes());
+  for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
+    const Node& node = scheduled.nodes()[n];
+    std::vector<ValueId> awaited;
+    if (node.op == OpKind::swap_wait) {
+      awaited.push_back(node.inputs[1]);
+    } else if (!op_info(node.op).copy) {
+      awaited = node.inputs;
+    }
+    for (ValueId v : awaited) {
+      const NodeId producer = scheduled.value(v).producer;
+      if (producer.valid() && op_info(scheduled.node(producer).op).copy) {
+        exe->waits_for_[n].push_back(producer.index);
+      }
+    }
+  }
+
   exe->arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.arena_bytes, 1), kArenaAlign)));
-  if (options.poison) exe->poison(Slice{0, plan.arena_bytes});
+  exe->host_.reset(static_cast<std::byte*>(
+      ::operator new[](std::max<size_t>(plan.host_bytes, 1), kArenaAlign)));
+  if (has_copy_nodes(scheduled)) {
+    exe->copies_ = std::make_unique<CopyEngine>(options.link_gbps * 1e9);
+  }
+  if (options.poison) {
+    exe->poison(Slice{0, plan.arena_bytes, Pool::device});
+    exe->poison(Slice{0, plan.host_bytes, Pool::host});
+  }
   return exe;
 }
 
@@ -131,7 +165,7 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
   const Graph& g = graph_;
   size_t high_water = 0;
   auto touch = [&](const Slice& slice) {
-    high_water = std::max(high_water, slice.end());
+    if (slice.pool == Pool::device) high_water = std::max(high_water, slice.end());
     return at(slice);
   };
   for (size_t v = 0; v < g.num_values(); ++v) {
@@ -153,24 +187,43 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     std::memcpy(touch(plan_.value_slices[v]), source, value.bytes());
   }
 
+  StepResult result;
+  std::vector<int64_t> event(g.num_nodes(), -1);  // the copy task of each copy node
   std::vector<void*> inputs, outputs;
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.nodes()[n];
+    for (int32_t copy : waits_for_[n]) {
+      result.copy_wait_seconds += copies_->wait(event[static_cast<size_t>(copy)]);
+    }
     inputs.clear();
     outputs.clear();
     for (ValueId in : node.inputs) inputs.push_back(touch(plan_.value_slices[in.idx()]));
     for (ValueId out : node.outputs) outputs.push_back(touch(plan_.value_slices[out.idx()]));
-    const Slice& workspace = plan_.workspace_slices[n];
-    void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
-    const auto start = std::chrono::steady_clock::now();
-    kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
-    node_seconds_[n] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool copy = node.op == OpKind::to_host || node.op == OpKind::to_device;
+    if (copy) {
+      // Issued here, run by the copy thread; it alone writes this node's time.
+      double& seconds = node_seconds_[n];
+      event[n] = copies_->copy(outputs[0], inputs[0], g.value(node.inputs[0]).bytes(),
+                               [&seconds](double s) { seconds += s; });
+    } else {
+      const Slice& workspace = plan_.workspace_slices[n];
+      void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
+      const auto start = std::chrono::steady_clock::now();
+      kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
+      node_seconds_[n] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     if (options_.poison) {
-      for (const Slice& slice : dead_after_[n]) poison(slice);
+      if (copy) {
+        // The copy may still read what dies here: poison after it, in stream order.
+        for (const Slice& slice : dead_after_[n]) copies_->run([this, slice] { poison(slice); });
+      } else {
+        for (const Slice& slice : dead_after_[n]) poison(slice);
+      }
     }
   }
+  if (copies_) copies_->drain();
 
-  StepResult result;
   result.high_water_bytes = high_water;
   for (ValueId v : g.outputs()) {
     const Value& value = g.value(v);

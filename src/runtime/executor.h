@@ -2,6 +2,16 @@
 // one arena of exactly the planned size. Every value and workspace lives at
 // its planned offset; persistent values are copied in from a StateStore at the
 // start of a step and their updates copied back at its end.
+//
+// Swapping: the host pool is a separate allocation of the plan's host bytes.
+// Copy nodes (to_host, to_device) are issued, in schedule order, to a copy
+// engine (src/runtime/copy_engine.h), whose thread runs them in that order
+// while the compute stream goes on. Events order the two: a node that reads
+// the output of a copy waits for that copy first; swap_wait waits for the
+// copy to_host that made its input 1, so the source's device range is reused
+// only after that copy completed; a range freed at a copy node is poisoned on
+// the copy stream, after the copy that reads it; the step ends when every
+// copy has completed.
 #pragma once
 
 #include <memory>
@@ -10,6 +20,7 @@
 #include <vector>
 
 #include "memory/planner.h"
+#include "runtime/copy_engine.h"
 #include "runtime/kernel.h"
 
 namespace memfit {
@@ -36,12 +47,16 @@ struct StepResult {
   // The highest arena byte any kernel or copy of this step was given: the
   // measured high-water mark, which equals the planned arena.
   size_t high_water_bytes = 0;
+  // Seconds the compute stream waited for copies (swap-ins not yet back,
+  // swap-outs not yet complete): the part of the copies that compute did not hide.
+  double copy_wait_seconds = 0;
 };
 
 struct ExecOptions {
   bool share = true;     // plan buffer sharing and in-place reuse; false: a slice per value
   bool poison = false;   // fill every range with NaN when its value dies
   size_t budget = 0;     // the largest arena allowed; 0: no limit
+  double link_gbps = 0;  // the copy engine's bandwidth in GB/s (1e9 bytes/s); 0: unlimited
 };
 
 class Executable {
@@ -50,7 +65,8 @@ class Executable {
   // node, else with the reference backend), plans the memory with the bytes
   // of the backend's layouts and the kernels' workspaces, in the graph's order
   // and in a memory-aware order (src/passes/schedule.cpp), keeps the order
-  // whose arena is smaller, and allocates the arena. Debug builds, and builds
+  // whose arena is smaller (a graph with copy nodes keeps its order: the swap
+  // pass placed them by time), and allocates the arena and the host pool. Debug builds, and builds
   // with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
   // An arena over a non-zero budget is an error that states the smallest
   // arena reached.
@@ -71,7 +87,8 @@ class Executable {
   const PlanSizes& sizes() const { return sizes_; }
   // The backend that runs each node ("cpu" or "reference").
   const std::vector<std::string>& node_backends() const { return node_backends_; }
-  // Seconds spent in each node's kernel, summed over all runs so far.
+  // Seconds spent in each node's kernel, summed over all runs so far; for a
+  // copy node, the seconds its copy took on the copy stream.
   const std::vector<double>& node_seconds() const { return node_seconds_; }
 
  private:
@@ -81,7 +98,9 @@ class Executable {
 
   // Plans the memory-aware order of the nodes and keeps it if its arena is smaller.
   void try_memory_aware_order(const PlanOptions& plan_options);
-  std::byte* at(const Slice& slice) const { return arena_.get() + slice.offset; }
+  std::byte* at(const Slice& slice) const {
+    return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
+  }
   void poison(const Slice& slice) const;
 
   Graph graph_;
@@ -92,7 +111,11 @@ class Executable {
   PlanSizes sizes_;
   MemoryPlan plan_;
   std::unique_ptr<std::byte[], ArenaDelete> arena_;
+  std::unique_ptr<std::byte[], ArenaDelete> host_;  // the host pool, apart from the arena
+  std::unique_ptr<CopyEngine> copies_;               // null when the graph has no copy node
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
+  // Per node: the copy nodes whose events it waits for before it runs.
+  std::vector<std::vector<int32_t>> waits_for_;
 };
 
 }  // namespace memfit

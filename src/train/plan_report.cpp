@@ -8,12 +8,15 @@
 #include "memfit/plan.h"
 #include "memory/planner.h"
 #include "passes/phase.h"
+#include "ops/op_table.h"
+#include "passes/step_time.h"
+#include "train/swap_step.h"
 #include "train/training_program.h"
 
 namespace memfit {
 namespace {
 
-// The slice bytes live at each step, as the planner counts them: a workspace
+// The device slice bytes live at each step, as the planner counts them: a workspace
 // at its node, and the values of an in-place chain (each written over the one
 // before it, sharing its slice) once, from the first value's definition to
 // the last read of any of them.
@@ -39,7 +42,7 @@ std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& pl
   const auto steps = static_cast<int32_t>(graph.num_nodes());
   std::vector<int64_t> delta(graph.num_nodes() + 1, 0);  // change of the live bytes at each step
   for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (chain[v] != static_cast<int32_t>(v)) continue;
+    if (chain[v] != static_cast<int32_t>(v) || plan.value_slices[v].pool != Pool::device) continue;
     const int32_t first = std::max(chain_live[v].def, 0);
     const int32_t last = std::min(chain_live[v].last, steps - 1);
     if (first > last) continue;
@@ -89,20 +92,23 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   MEMFIT_ASSIGN_OR_RETURN(Graph graph,
                           build_step_graph(request.model, request.accumulate,
                                            request.optimizer, mode, nullptr));
-  const ExecOptions exec{request.share, false, request.budget};
+  const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
   const NodeSeconds seconds = step_cost(graph, *backend, request.cost);
   const double forward_seconds = graph_seconds(graph, seconds, true);
   MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
                           recompute_step_graph(std::move(graph), request.recompute, *backend, exec,
                                                RecomputeCost{seconds, request.milp_seconds}));
+  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
+                                                                request.swap, *backend, exec));
   // The executor's own sizes, schedule and plan, without allocating the arena.
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                          Executable::prepare(std::move(recomputed.graph), *backend, exec));
+                          Executable::prepare(std::move(swapped.graph), *backend, exec));
   const Graph& g = prepared->graph();
   const MemoryPlan& plan = prepared->plan();
 
   PlanReport report;
   report.arena_bytes = plan.arena_bytes;
+  report.host_bytes = plan.host_bytes;
   report.lower_bound_bytes = plan.lower_bound_bytes;
   report.no_sharing_bytes = plan.no_sharing_bytes;
   report.by_role = public_roles(plan.by_role);
@@ -110,7 +116,17 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.checkpoint_candidates = recomputed.summary.candidates;
   report.checkpoints = recomputed.summary.checkpoints;
   report.recomputed_nodes = recomputed.summary.recomputed_nodes;
-  report.predicted_step_seconds = graph_seconds(g, seconds);
+  report.swap_candidates = swapped.summary.candidates;
+  report.swapped_values = swapped.summary.swapped_values;
+  report.swapped_bytes = swapped.summary.swapped_bytes;
+  // Compute nodes take the cost model's seconds; copies take bytes over the
+  // link on their own stream.
+  std::vector<double> node_seconds = predicted_node_seconds(g, cpu_machine(request.link_gbps));
+  for (size_t i = 0; i < g.num_nodes(); ++i) {
+    const Node& node = g.nodes()[i];
+    if (!op_info(node.op).copy) node_seconds[i] = seconds(g, node);
+  }
+  report.predicted_step_seconds = predicted_step_seconds(g, node_seconds);
   // Without clones the difference is only rounding (the schedule may sum in another order).
   report.predicted_recompute_seconds =
       recomputed.summary.recomputed_nodes == 0

@@ -329,6 +329,7 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   bytes_line("no sharing", report.no_sharing_bytes);
   bytes_line("planned arena", report.arena_bytes);
   bytes_line("lower bound", report.lower_bound_bytes);
+  bytes_line("host pool", report.host_bytes);
   if (request.budget > 0) bytes_line("budget", request.budget);
   out += format("  %-20s %12.4f (arena / lower bound)\n", "fragmentation", fragmentation(report));
   if (report.peak_step >= 0 && static_cast<size_t>(report.peak_step) < report.timeline.size()) {
@@ -353,6 +354,11 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                   report.checkpoint_candidates);
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
+  out += format("  %-20s %12s\n", "swap", std::string(swap_name(request.swap)).c_str());
+  if (request.swap != Swap::none) {
+    out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,
+                  report.swap_candidates, human_bytes(report.swapped_bytes).c_str());
+  }
   out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step",
                 report.predicted_step_seconds, std::string(cost_model_name(request.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
@@ -370,6 +376,7 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
                 request.budget);
   out += format("  \"arena_bytes\": %zu,\n  \"lower_bound_bytes\": %zu,\n", report.arena_bytes,
                 report.lower_bound_bytes);
+  out += format("  \"host_bytes\": %zu,\n", report.host_bytes);
   out += format("  \"no_sharing_bytes\": %zu,\n  \"fragmentation\": %.6f,\n",
                 report.no_sharing_bytes, fragmentation(report));
   out += "  \"by_role\": {";
@@ -383,6 +390,10 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
       format("  \"num_nodes\": %zu,\n  \"peak_step\": %d,\n", report.num_nodes, report.peak_step);
   out += "  \"algorithm\": " + json_string(report.algorithm) + ",\n";
   out += "  \"recompute\": " + json_string(recompute_name(request.recompute)) + ",\n";
+  out += "  \"swap\": " + json_string(swap_name(request.swap)) + ",\n";
+  out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
+                request.link_gbps, report.swap_candidates, report.swapped_values);
+  out += format("  \"swapped_bytes\": %zu,\n", report.swapped_bytes);
   out += format("  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n",
                 report.checkpoint_candidates, report.checkpoints);
   out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);

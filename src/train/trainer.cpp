@@ -149,8 +149,8 @@ Result<TrainReport> train(const TrainOptions& options,
   MEMFIT_ASSIGN_OR_RETURN(
       auto program,
       TrainingProgram::create(options.model, options.accumulate, options.optimizer, eval_batch,
-                              *backend, ExecOptions{options.plan, options.poison, 0},
-                              options.recompute, options.cost, options.milp_seconds));
+                              *backend, ExecOptions{options.plan, options.poison, 0, options.link_gbps},
+                              options.recompute, options.cost, options.milp_seconds, options.swap));
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
   if (options.model.batch * options.accumulate > data->train_count()) {
     return Status::error("--batch times --accumulate exceeds the " +
@@ -166,9 +166,16 @@ Result<TrainReport> train(const TrainOptions& options,
                std::string(recompute_name(options.recompute)).c_str(), r.checkpoints, r.candidates,
                r.recomputed_nodes));
   }
+  if (options.swap != Swap::none) {
+    const SwapSummary& s = program->swap_summary();
+    log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool",
+               std::string(swap_name(options.swap)).c_str(), s.swapped_values, s.candidates,
+               s.swapped_bytes));
+  }
   const MemoryPlan& plan = program->step_executable().plan();
-  log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu)%s",
-             plan.arena_bytes, plan.lower_bound_bytes, plan.no_sharing_bytes,
+  log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu), host pool %zu "
+             "bytes%s",
+             plan.arena_bytes, plan.lower_bound_bytes, plan.no_sharing_bytes, plan.host_bytes,
              options.poison ? "; poison mode on" : ""));
   StateStore state;
   program->init_state(state, options.seed);

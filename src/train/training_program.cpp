@@ -56,7 +56,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
     int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
-    CostModel cost, double milp_seconds) {
+    CostModel cost, double milp_seconds, Swap swap) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
@@ -79,16 +79,22 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
       RecomputedGraph recomputed,
       recompute_step_graph(std::move(apply), recompute, backend, exec, recompute_cost));
   program->recompute_summary_ = recomputed.summary;
+  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
+                          swap_step_graph(std::move(recomputed.graph), swap, backend, exec));
+  program->swap_summary_ = swapped.summary;
   MEMFIT_ASSIGN_OR_RETURN(program->apply_,
-                          Executable::compile(std::move(recomputed.graph), backend, exec));
+                          Executable::compile(std::move(swapped.graph), backend, exec));
   if (accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
     MEMFIT_ASSIGN_OR_RETURN(
         RecomputedGraph recomputed_acc,
         recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost));
+    MEMFIT_ASSIGN_OR_RETURN(
+        SwappedGraph swapped_acc,
+        swap_step_graph(std::move(recomputed_acc.graph), swap, backend, exec));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
-                            Executable::compile(std::move(recomputed_acc.graph), backend, exec));
+                            Executable::compile(std::move(swapped_acc.graph), backend, exec));
   }
   ModelOptions eval_options = model;
   eval_options.batch = eval_batch;

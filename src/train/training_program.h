@@ -13,6 +13,7 @@
 #include "passes/recompute_optimal.h"
 #include "passes/recompute_strategy.h"
 #include "runtime/executor.h"
+#include "train/swap_step.h"
 
 namespace memfit {
 
@@ -47,7 +48,7 @@ class TrainingProgram {
   // scaled by 1/K) to persistent accumulators, and every K-th one also
   // updates the parameters and clears the accumulators.
   // The evaluation graph is `model` at batch eval_batch. The step graphs
-  // recompute activations as `recompute` says.
+  // recompute activations as `recompute` says, then swap them as `swap` says.
   static Result<std::unique_ptr<TrainingProgram>> create(const ModelOptions& model,
                                                          int64_t accumulate,
                                                          const OptimizerConfig& optimizer,
@@ -55,7 +56,8 @@ class TrainingProgram {
                                                          const ExecOptions& exec = {},
                                                          Recompute recompute = Recompute::none,
                                                          CostModel cost = CostModel::roofline,
-                                                         double milp_seconds = 30);
+                                                         double milp_seconds = 30,
+                                                         Swap swap = Swap::none);
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.
@@ -84,6 +86,8 @@ class TrainingProgram {
   size_t high_water_bytes() const { return high_water_bytes_; }
   // What recomputation did to the step graph that updates the parameters.
   const RecomputeSummary& recompute_summary() const { return recompute_summary_; }
+  // What swapping did to the step graph that updates the parameters.
+  const SwapSummary& swap_summary() const { return swap_summary_; }
   // Nodes of the step graph run by each backend, e.g. "cpu 14, reference 9".
   std::string backend_summary() const;
   const Graph& step_graph() const { return apply_->graph(); }
@@ -99,6 +103,7 @@ class TrainingProgram {
   std::unordered_map<std::string, Init> init_;
   std::vector<std::pair<std::string, Shape>> state_shapes_;
   RecomputeSummary recompute_summary_;
+  SwapSummary swap_summary_;
   size_t high_water_bytes_ = 0;
 };
 

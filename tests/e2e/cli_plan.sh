@@ -80,6 +80,31 @@ out=$("$memfit" plan --model resnet-cifar --depth 56 --batch 2 --recompute milp 
 [ "$rc" -eq 1 ] || fail "milp on a large graph exited $rc, not 1"
 grep -q "recompute optimal" <<<"$out" || fail "milp refusal does not suggest optimal: $out"
 
+# Swapping: the arena shrinks, the host pool holds the swapped copies.
+json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \
+       --swap budget --link-gbps 4)
+grep -q '"swap": "budget",' <<<"$json" || fail "no swap key: $json"
+[ "$(number arena_bytes)" -lt "$plain" ] || fail "--swap budget did not shrink $plain: $json"
+[ "$(number host_bytes)" -gt 0 ] || fail "--swap budget: no host bytes: $json"
+out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --swap refcount) ||
+  fail "--swap refcount exited $?"
+grep -Eq "^  swapped +[0-9]+ of [0-9]+ candidates, " <<<"$out" || fail "no swapped line: $out"
+grep -Eq "^  host pool " <<<"$out" || fail "no host pool line: $out"
+
+# maxbatch: swapping fits a larger batch than sharing alone; the JSON has the keys.
+json=$("$memfit" maxbatch --model resnet-cifar --depth 11 --image-size 16 --budget 12MiB --json) ||
+  fail "maxbatch exited $?"
+shared=$(number max_batch)
+json=$("$memfit" maxbatch --model resnet-cifar --depth 11 --image-size 16 --budget 12MiB --json \
+       --swap budget) || fail "maxbatch --swap budget exited $?"
+[ "$(number max_batch)" -gt "$shared" ] || fail "maxbatch --swap budget not above $shared: $json"
+grep -q '"predicted_step_seconds": ' <<<"$json" || fail "maxbatch: no predicted_step_seconds: $json"
+out=$("$memfit" maxbatch --model lenet --budget 1KiB 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "maxbatch under 1KiB exited $rc, not 1"
+grep -q "even batch 1 does not fit" <<<"$out" || fail "maxbatch under 1KiB: $out"
+out=$("$memfit" maxbatch --model lenet 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "maxbatch without --budget exited $rc, not 2"
+
 "$memfit" plan --model lenet --batch 64 --timeline "$dir/lenet.svg" >/dev/null || fail "--timeline"
 head -c 5 "$dir/lenet.svg" | grep -q "<svg " || fail "the timeline does not start with <svg"
 tail -n 1 "$dir/lenet.svg" | grep -q "^</svg>$" || fail "the timeline does not end with </svg>"

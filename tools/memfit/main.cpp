@@ -127,6 +127,46 @@ memfit::CostModel parse_cost(const std::string& cost, memfit::Recompute recomput
   return cost == "roofline" ? memfit::CostModel::roofline : memfit::CostModel::measured;
 }
 
+// --swap and --link-gbps, shared by train, plan and maxbatch.
+void add_swap_options(CLI::App* cmd, std::string& policy, double& link_gbps) {
+  cmd->add_option("--swap", policy,
+                  "swap activations to the host pool and back: none, refcount (those idle "
+                  "across the peak, copies hidden by compute) or budget (largest bytes x idle "
+                  "time first, until the arena fits --budget)")
+      ->check(CLI::IsMember(memfit::swap_names()))
+      ->capture_default_str();
+  cmd->add_option("--link-gbps", link_gbps,
+                  "bandwidth of the host link in GB/s: the copy engine runs no faster, and "
+                  "the swap policies plan with it (0: unlimited, planned as 10)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// The budget validator of plan and maxbatch.
+CLI::Validator budget_validator() {
+  return CLI::Validator(
+      [](std::string& text) {
+        auto bytes = memfit::parse_bytes(text);
+        if (!bytes) return bytes.message();
+        return *bytes == 0 ? std::string("the budget must be more than 0 bytes") : std::string();
+      },
+      "BYTES");
+}
+
+int run_max_batch(memfit::PlanRequest request, const PlanFlags& flags) {
+  if (flags.optimizer == "adamw") request.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
+  request.budget = memfit::parse_bytes(flags.budget).value();
+  request.share = !flags.no_sharing;
+  auto report = memfit::find_max_batch(request);
+  if (!report) {
+    std::fprintf(stderr, "memfit maxbatch: %s\n", report.message().c_str());
+    return 1;
+  }
+  const std::string out = flags.json ? memfit::max_batch_json(request, *report)
+                                     : memfit::max_batch_text(request, *report);
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
 // `memfit models`: every model at its default size, with its exact parameter
 // count from its forward graph at batch 1 (built, never run).
 int run_models() {
@@ -211,6 +251,8 @@ int main(int argc, char** argv) {
   add_recompute_option(cmd, train_recompute);
   std::string train_cost;
   add_cost_options(cmd, train_cost, train.milp_seconds);
+  std::string train_swap = "none";
+  add_swap_options(cmd, train_swap, train.link_gbps);
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
                   "synthetic: N training examples (default 1024)")
@@ -254,11 +296,42 @@ int main(int argc, char** argv) {
   add_recompute_option(plan_cmd, plan_recompute);
   std::string plan_cost;
   add_cost_options(plan_cmd, plan_cost, plan.milp_seconds);
+  std::string plan_swap = "none";
+  add_swap_options(plan_cmd, plan_swap, plan.link_gbps);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
   plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
   plan_cmd->add_option("--timeline", plan_flags.timeline_path,
                        "write the live bytes over the step as an SVG image to this file");
+
+  memfit::PlanRequest max_request;
+  PlanFlags max_flags;
+  auto* max_cmd = app.add_subcommand(
+      "maxbatch", "find the largest batch whose training step fits a budget (plans only)");
+  max_cmd->add_option("--model", max_request.model.name, "model to plan")
+      ->check(CLI::IsMember(memfit::model_names()))
+      ->required();
+  add_model_options(max_cmd, max_request.model);
+  max_cmd->add_option("--budget", max_flags.budget, "largest arena allowed, e.g. 16GiB")
+      ->check(budget_validator())
+      ->required();
+  max_cmd->add_option("--optimizer", max_flags.optimizer, "sgd (momentum 0.9) or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  max_cmd
+      ->add_option("--backend", max_request.backend,
+                   "whose layouts and workspaces: cpu or reference")
+      ->check(CLI::IsMember({"cpu", "reference"}))
+      ->capture_default_str();
+  std::string max_recompute = "none";
+  add_recompute_option(max_cmd, max_recompute);
+  std::string max_swap = "none";
+  add_swap_options(max_cmd, max_swap, max_request.link_gbps);
+  max_cmd->add_flag("--no-sharing", max_flags.no_sharing,
+                    "give every value and workspace a slice of its own");
+  max_cmd->add_flag("--json", max_flags.json,
+                    "print one JSON object (max_batch, arena_bytes, host_bytes, "
+                    "predicted_step_seconds, ...)");
 
   auto* models_cmd =
       app.add_subcommand("models", "list every model with its parameter count and input shape");
@@ -278,6 +351,7 @@ int main(int argc, char** argv) {
     train.plan = !no_plan;
     train.recompute = memfit::parse_recompute(train_recompute).value();
     train.cost = parse_cost(train_cost, train.recompute);
+    train.swap = memfit::parse_swap(train_swap).value();
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
@@ -290,7 +364,13 @@ int main(int argc, char** argv) {
   if (plan_cmd->parsed()) {
     plan.recompute = memfit::parse_recompute(plan_recompute).value();
     plan.cost = parse_cost(plan_cost, plan.recompute);
+    plan.swap = memfit::parse_swap(plan_swap).value();
     return run_plan(plan, plan_flags);
+  }
+  if (max_cmd->parsed()) {
+    max_request.recompute = memfit::parse_recompute(max_recompute).value();
+    max_request.swap = memfit::parse_swap(max_swap).value();
+    return run_max_batch(max_request, max_flags);
   }
   if (models_cmd->parsed()) return run_models();
   return 0;

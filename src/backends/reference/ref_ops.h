@@ -89,6 +89,10 @@ void ref_reduce_sum(const RefCall& call);
 void ref_reduce_mean(const RefCall& call);
 void ref_fill(const RefCall& call);
 
+// ref_swap.cpp
+void ref_copy(const RefCall& call);       // to_host, to_device
+void ref_swap_wait(const RefCall& call);  // nothing to compute: the executor waits
+
 // ref_optimizer.cpp
 void ref_sgd_update(const RefCall& call);
 void ref_adamw_update(const RefCall& call);

@@ -144,6 +144,11 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_sgd_update;
     case OpKind::adamw_update:
       return &ref_adamw_update;
+    case OpKind::to_host:
+    case OpKind::to_device:
+      return &ref_copy;
+    case OpKind::swap_wait:
+      return &ref_swap_wait;
   }
   MEMFIT_CHECK(false);  // an OpKind outside the list
   return nullptr;

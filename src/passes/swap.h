@@ -1,0 +1,86 @@
+// Swapping to host memory (Meng et al. 2017; TFLMS, Le et al. 2018) as a graph
+// rewrite: a forward activation that the backward pass reads again is copied
+// to the host pool after its last forward use, its device memory is released
+// once the copy has completed, and it is copied back before its first
+// backward use, early enough for the copy to hide behind compute.
+//
+// Input invariants: a verified step graph whose node order is the schedule
+// (as Executable::prepare would run it: the executor keeps the order of a
+// graph with copy nodes), phases as node_phase (src/passes/phase.h) tells
+// them, no copy nodes yet; per value its bytes as the backend lays it out;
+// per node its predicted seconds (src/passes/step_time.h).
+//
+// Positions: S is the first node that is not a forward node and reads an
+// output of a forward node (the backward pass starts there). For a swapped value x, F is its last
+// reader before S (its producer if none) and B its first reader at or after S. A boundary k is the
+// point just before node k of the input order; T(k) the predicted compute seconds of nodes 0..k-1;
+// c = bytes(x) / link the time of one copy.
+//
+// 1. Candidates: outputs of forward nodes before S, read at or after S, not
+//    graph outputs nor update values, with bytes > 0.
+// 2. Swap-out, in the order of F: to_host(x) at boundary F + 1 (Meng: after
+//    the last forward use). Its copy starts at max(T(F + 1), the end of the
+//    previous swap-out's copy): one copy stream, in issue order. swap_wait(x, h)
+//    goes at the first boundary W in [F + 1, S] with T(W) >= the copy's
+//    predicted end, or at S: x's device range is free from W on, before the
+//    backward pass, and compute waits at W only if the copy is late.
+// 3. Swap-in: to_device(h) at boundary p, first p = B (just in time). The peak
+//    P of the live device bytes is computed with every swap-in at B (values
+//    live from their producer to their last reader, x until W and x' from p
+//    to its last reader; workspaces not counted). Prefetch, value by value in
+//    the order of B: p moves one node earlier while T(B) - T(p) < c (the copy
+//    would not yet hide), p - 1 >= S (never during the forward pass) and the
+//    live bytes at node p - 1 plus bytes(x) stay <= P. So a prefetch never
+//    raises the peak of live bytes: it uses only room below the peak.
+// 4. Rewrite: readers of x at or after S read x'; at each boundary the new
+//    nodes go in the order to_host, swap_wait, to_device; values are renumbered
+//    in definition order.
+//
+// Guarantees: a verified graph with the same inputs, outputs and updates, in
+// which every node reads bit-identical data (copies move bytes unchanged);
+// every to_host has its swap_wait; readers of x' follow its to_device.
+// Predicted times ignore the copy stream's contention among swap-ins (the
+// step-time simulation counts it).
+// Cost: O(N + E) for N nodes and E node inputs, plus O(N) per swapped value
+// for the prefetch, plus the rebuild.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "memfit/ir.h"
+
+namespace memfit {
+
+struct SwapCandidate {
+  ValueId value;
+  int32_t last_forward_use = 0;    // F
+  int32_t first_backward_use = 0;  // B
+  double idle_seconds = 0;  // predicted compute seconds of the nodes strictly between F and B
+  size_t bytes = 0;
+  bool covers(int32_t step) const { return last_forward_use < step && step < first_backward_use; }
+};
+
+// Stage 1, in value order. `value_bytes` per value, `node_seconds` per node.
+std::vector<SwapCandidate> swap_candidates(const Graph& graph,
+                                           const std::vector<size_t>& value_bytes,
+                                           const std::vector<double>& node_seconds);
+
+struct SwapOptions {
+  std::vector<ValueId> values;       // to swap: candidates of stage 1
+  std::vector<size_t> value_bytes;   // per value of the input graph
+  std::vector<double> node_seconds;  // per node of the input graph: predicted compute seconds
+  double link_bytes_per_second = 1e10;
+};
+
+struct SwapStats {
+  size_t swapped_values = 0;
+  size_t swapped_bytes = 0;     // their bytes: what the host pool holds without sharing
+  size_t prefetched_nodes = 0;  // nodes the swap-ins moved ahead of their consumers, summed
+};
+
+// Rewrites `graph` as above; true when it swapped a value. A value that is not
+// a candidate is an error. `stats` may be null.
+Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats = nullptr);
+
+}  // namespace memfit

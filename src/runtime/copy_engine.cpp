@@ -1,0 +1,81 @@
+#include "runtime/copy_engine.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace memfit {
+
+CopyEngine::CopyEngine(double link_bytes_per_second)
+    : link_bytes_per_second_(link_bytes_per_second), thread_([this] { loop(); }) {}
+
+CopyEngine::~CopyEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  issued_cv_.notify_all();
+  thread_.join();
+}
+
+int64_t CopyEngine::copy(void* dst, const void* src, size_t bytes,
+                         std::function<void(double)> done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.push_back(Task{dst, src, bytes, std::move(done), nullptr});
+  issued_cv_.notify_one();
+  return issued_++;
+}
+
+int64_t CopyEngine::run(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  queue_.push_back(Task{nullptr, nullptr, 0, nullptr, std::move(task)});
+  issued_cv_.notify_one();
+  return issued_++;
+}
+
+double CopyEngine::wait(int64_t event) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_cv_.wait(lock, [&] { return completed_ > event; });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void CopyEngine::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  completed_cv_.wait(lock, [&] { return completed_ == issued_; });
+}
+
+void CopyEngine::loop() {
+  using Clock = std::chrono::steady_clock;
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      issued_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopped with nothing left to do
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (task.other) {
+      task.other();
+    } else {
+      const auto start = Clock::now();
+      std::memcpy(task.dst, task.src, task.bytes);
+      // A link of B bytes per second moves these bytes in bytes / B seconds:
+      // the copy completes no earlier, however fast memcpy was.
+      if (link_bytes_per_second_ > 0) {
+        const auto link_time =
+            std::chrono::duration<double>(static_cast<double>(task.bytes) / link_bytes_per_second_);
+        std::this_thread::sleep_until(start +
+                                      std::chrono::duration_cast<Clock::duration>(link_time));
+      }
+      task.done(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++completed_;
+    }
+    completed_cv_.notify_all();
+  }
+}
+
+}  // namespace memfit

@@ -1,0 +1,59 @@
+// The copy engine of the CPU backend: one thread that runs copies between the
+// device arena and the host pool in the order they were issued (a copy
+// stream), optionally no faster than a link of a given bandwidth, so that the
+// overlap of copies with compute can be studied on a machine without a
+// device. Events are tickets: the n-th task issued completes n-th.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace memfit {
+
+class CopyEngine {
+ public:
+  // link_bytes_per_second = 0: copies run at memcpy speed.
+  explicit CopyEngine(double link_bytes_per_second);
+  ~CopyEngine();
+  CopyEngine(const CopyEngine&) = delete;
+  CopyEngine& operator=(const CopyEngine&) = delete;
+
+  // Issues a copy of `bytes` bytes; `done(seconds)` runs on the copy thread
+  // when it completes, with the time the copy took (link limit included).
+  // Returns its event.
+  int64_t copy(void* dst, const void* src, size_t bytes, std::function<void(double)> done);
+  // Issues a task that moves no bytes over the link (poisoning a range that
+  // an earlier copy still reads); it runs after every task issued before it.
+  int64_t run(std::function<void()> task);
+  // Blocks until the task of `event` (and so every earlier one) has completed;
+  // returns the seconds spent waiting.
+  double wait(int64_t event);
+  // Blocks until every task issued so far has completed.
+  void drain();
+
+ private:
+  struct Task {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    size_t bytes = 0;
+    std::function<void(double)> done;  // copies
+    std::function<void()> other;       // other tasks
+  };
+  void loop();
+
+  double link_bytes_per_second_;
+  std::mutex mutex_;
+  std::condition_variable issued_cv_, completed_cv_;
+  std::deque<Task> queue_;
+  int64_t issued_ = 0;     // tasks issued so far
+  int64_t completed_ = 0;  // tasks completed so far; the event of task k is k
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace memfit

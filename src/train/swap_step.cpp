@@ -1,0 +1,128 @@
+#include "train/swap_step.h"
+
+#include <algorithm>
+
+#include "passes/step_time.h"
+#include "passes/swap.h"
+
+namespace memfit {
+
+std::string_view swap_name(Swap swap) {
+  switch (swap) {
+    case Swap::none:
+      return "none";
+    case Swap::refcount:
+      return "refcount";
+    case Swap::budget:
+      return "budget";
+  }
+  return "?";
+}
+
+std::vector<std::string> swap_names() { return {"none", "refcount", "budget"}; }
+
+Result<Swap> parse_swap(std::string_view text) {
+  for (Swap s : {Swap::none, Swap::refcount, Swap::budget}) {
+    if (swap_name(s) == text) return s;
+  }
+  return Status::error("unknown swap policy '" + std::string(text) +
+                       "'; use none, refcount or budget");
+}
+
+namespace {
+
+ExecOptions planning_options(const ExecOptions& exec) {
+  ExecOptions planning;
+  planning.share = exec.share;
+  planning.link_gbps = exec.link_gbps;
+  return planning;
+}
+
+}  // namespace
+
+Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
+                                    const ExecOptions& exec) {
+  MEMFIT_ASSIGN_OR_RETURN(auto prepared,
+                          Executable::prepare(graph, backend, planning_options(exec)));
+  const Graph& g = prepared->graph();
+  return predicted_step_seconds(g, predicted_node_seconds(g, cpu_machine(exec.link_gbps)));
+}
+
+Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
+                                     const ExecOptions& exec) {
+  SwappedGraph result;
+  if (policy == Swap::none) {
+    result.graph = std::move(step);
+    return result;
+  }
+  const ExecOptions planning = planning_options(exec);
+  MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(std::move(step), backend, planning));
+  const Graph& ordered = prepared->graph();
+  const StepMachine machine = cpu_machine(exec.link_gbps);
+  SwapOptions options;
+  options.value_bytes = prepared->sizes().value_bytes;
+  options.node_seconds = predicted_node_seconds(ordered, machine);
+  options.link_bytes_per_second = machine.link_bytes_per_second;
+  std::vector<SwapCandidate> candidates =
+      swap_candidates(ordered, options.value_bytes, options.node_seconds);
+  result.summary.candidates = candidates.size();
+
+  auto swapped_with = [&](size_t count, SwapStats* stats) -> Result<Graph> {
+    SwapOptions chosen = options;
+    for (size_t i = 0; i < count; ++i) chosen.values.push_back(candidates[i].value);
+    Graph graph = ordered;
+    MEMFIT_RETURN_IF_ERROR(swap(graph, chosen, stats).status());
+    return graph;
+  };
+  size_t count = 0;
+  if (policy == Swap::refcount) {
+    const int32_t peak = prepared->plan().peak_step;
+    std::erase_if(candidates, [&](const SwapCandidate& c) {
+      const double round_trip = 2.0 * static_cast<double>(c.bytes) / machine.link_bytes_per_second;
+      return !c.covers(peak) || c.idle_seconds < round_trip;
+    });
+    count = candidates.size();
+  } else {
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const SwapCandidate& a, const SwapCandidate& b) {
+                       return static_cast<double>(a.bytes) * a.idle_seconds >
+                              static_cast<double>(b.bytes) * b.idle_seconds;
+                     });
+    count = candidates.size();
+    if (exec.budget > 0 && prepared->plan().arena_bytes <= exec.budget) {
+      count = 0;
+    } else if (exec.budget > 0) {
+      auto arena_of = [&](size_t k) -> Result<size_t> {
+        MEMFIT_ASSIGN_OR_RETURN(Graph graph, swapped_with(k, nullptr));
+        MEMFIT_ASSIGN_OR_RETURN(auto planned,
+                                Executable::prepare(std::move(graph), backend, planning));
+        return planned->plan().arena_bytes;
+      };
+      // Bisection for the shortest fitting prefix; `best` keeps the smallest arena seen.
+      MEMFIT_ASSIGN_OR_RETURN(size_t best_arena, arena_of(count));
+      size_t best = count;
+      if (best_arena <= exec.budget) {
+        size_t low = 1, high = count;  // arena_of(high) fits
+        while (low < high) {
+          const size_t mid = low + (high - low) / 2;
+          MEMFIT_ASSIGN_OR_RETURN(size_t arena, arena_of(mid));
+          if (arena <= exec.budget) {
+            high = mid;
+          } else {
+            low = mid + 1;
+          }
+        }
+        best = high;
+      }
+      count = best;
+    }
+  }
+  SwapStats stats;
+  MEMFIT_ASSIGN_OR_RETURN(result.graph, swapped_with(count, &stats));
+  result.summary.swapped_values = stats.swapped_values;
+  result.summary.swapped_bytes = stats.swapped_bytes;
+  result.summary.prefetched_nodes = stats.prefetched_nodes;
+  return result;
+}
+
+}  // namespace memfit

@@ -1,0 +1,46 @@
+// The swap policies of `--swap` over the swap pass (src/passes/swap.h): which
+// activations of a step graph go to the host pool.
+#pragma once
+
+#include <cstddef>
+
+#include "memfit/train.h"
+#include "runtime/executor.h"
+
+namespace memfit {
+
+struct SwapSummary {
+  size_t candidates = 0;      // forward activations the backward pass reads again
+  size_t swapped_values = 0;  // of them, those swapped
+  size_t swapped_bytes = 0;   // their bytes
+  size_t prefetched_nodes = 0;
+};
+
+struct SwappedGraph {
+  Graph graph;
+  SwapSummary summary;
+};
+
+// `step` (a step graph, recomputed or not) after the swap policy. The graph is
+// first put in the order the executor would run it (Executable::prepare with
+// exec's sharing); node times are predicted by src/passes/step_time.h for a
+// link of exec.link_gbps.
+//  refcount: the candidates whose idle span covers the peak step of that plan
+//            and whose idle seconds are at least the copy out and back
+//            (2 bytes / link).
+//  budget:   the candidates by bytes x idle seconds, largest first; without a
+//            memory budget (exec.budget = 0) all of them, else the shortest
+//            prefix of that list whose arena fits, found by bisection over its
+//            length (the arena falls as more is swapped, though not strictly);
+//            when none fits, the prefix with the smallest arena seen, which
+//            the caller's budget check refuses, naming it.
+// Cost: one plan for refcount, about log2(candidates) + 2 plans for budget.
+Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
+                                     const ExecOptions& exec);
+
+// The predicted seconds of `graph` as the executor would run it (its order
+// after Executable::prepare), by src/passes/step_time.h.
+Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
+                                    const ExecOptions& exec);
+
+}  // namespace memfit

@@ -1,0 +1,381 @@
+// Swapping: one training step with each swap policy, with and without a link
+// limit, gives the loss, gradients, parameters and running statistics of the
+// step without swapping, bit for bit, with poison mode on, for every model of
+// the zoo at a tiny size; the swapped graphs and their plans verify; the swap
+// pass puts its copies where its header says; the host pool holds what was
+// swapped; the copy engine honours the link; maxbatch finds a larger batch.
+#include "passes/swap.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <ostream>
+
+#include "memfit/plan.h"
+#include "ops/op_table.h"
+#include "passes/step_time.h"
+#include "test_util.h"
+#include "train/data_source.h"
+#include "train/swap_step.h"
+#include "train/training_program.h"
+
+namespace memfit {
+namespace {
+
+// SGD with momentum from zero velocity: after one step each `.momentum` holds
+// exactly the parameter's gradient, so comparing the state compares gradients.
+OptimizerConfig sgd() {
+  OptimizerConfig o;
+  o.lr = 0.1f;
+  return o;
+}
+
+DataKind data_kind(const std::string& model) {
+  for (const ModelInfo& info : model_infos()) {
+    if (info.name == model) return info.data;
+  }
+  return DataKind::images;
+}
+
+struct StepRun {
+  std::vector<float> losses;
+  StateStore state;
+  SwapSummary summary;
+  size_t arena = 0;
+  size_t host = 0;
+};
+
+// One optimizer step of `accumulate` micro-batches on the cpu backend, poison
+// mode on; the step graph and its plan are verified first.
+StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, double link_gbps) {
+  const auto backend = make_cpu_backend();
+  ExecOptions exec{true, true, 0, link_gbps};
+  auto program =
+      TrainingProgram::create(model, accumulate, sgd(), 2, *backend, exec, Recompute::none, CostModel::roofline, 30, swap);
+  EXPECT_TRUE(program.is_ok()) << program.message();
+  StepRun run;
+  if (!program) return run;
+  const Executable& exe = (*program)->step_executable();
+  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
+  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
+  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
+  run.summary = (*program)->swap_summary();
+  run.arena = exe.plan().arena_bytes;
+  run.host = exe.plan().host_bytes;
+  (*program)->init_state(run.state, 7);
+  auto data = synthetic_source(data_kind(model.name), (*program)->model(), model.batch * accumulate,
+                               model.batch, 11);
+  EXPECT_TRUE(data.is_ok()) << data.message();
+  if (!data) return run;
+  Batch batch = Batch::for_model((*program)->model());
+  std::vector<int64_t> examples(static_cast<size_t>(model.batch));
+  StepCounters counters;
+  for (int64_t m = 0; m < accumulate; ++m) {
+    std::iota(examples.begin(), examples.end(), m * model.batch);
+    EXPECT_TRUE((*data)->fill(false, examples, batch).is_ok());
+    auto loss = (*program)->micro_step(run.state, batch.feeds(), 3, 1.0f, counters);
+    EXPECT_TRUE(loss.is_ok()) << loss.message();
+    if (loss) run.losses.push_back(*loss);
+  }
+  return run;
+}
+
+void expect_identical(const StepRun& expected, const StepRun& actual, const std::string& what) {
+  ASSERT_EQ(expected.losses.size(), actual.losses.size()) << what;
+  for (size_t i = 0; i < expected.losses.size(); ++i) {
+    EXPECT_EQ(testing::as_word(expected.losses[i]), testing::as_word(actual.losses[i])) << what;
+    EXPECT_TRUE(std::isfinite(actual.losses[i])) << what;
+  }
+  ASSERT_EQ(expected.state.tensors().size(), actual.state.tensors().size()) << what;
+  for (const auto& [name, data] : expected.state.tensors()) {
+    const std::vector<float>* other = actual.state.find(name);
+    ASSERT_NE(other, nullptr) << what << ": " << name;
+    ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
+    size_t differing = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+      differing += testing::as_word(data[i]) != testing::as_word((*other)[i]);
+    }
+    EXPECT_EQ(differing, 0u) << what << ": " << name;
+  }
+}
+
+struct Case {
+  ModelOptions model;
+  int64_t accumulate = 1;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model.name << " batch " << c.model.batch << " accumulate " << c.accumulate;
+}
+
+class SwapGivesTheSameStep : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SwapGivesTheSameStep, BitForBit) {
+  const Case& c = GetParam();
+  const StepRun plain = one_step(c.model, c.accumulate, Swap::none, 0);
+  EXPECT_EQ(plain.host, 0u);
+  // budget without a memory budget swaps every candidate; 2 GB/s makes the
+  // copies slower than these tiny kernels, so readers really wait on events.
+  struct Variant {
+    Swap swap;
+    double link_gbps;
+  };
+  for (const Variant v :
+       {Variant{Swap::budget, 0}, Variant{Swap::budget, 2}, Variant{Swap::refcount, 2}}) {
+    const std::string what = c.model.name + " --swap " + std::string(swap_name(v.swap)) +
+                             " --link-gbps " + std::to_string(v.link_gbps);
+    const StepRun run = one_step(c.model, c.accumulate, v.swap, v.link_gbps);
+    expect_identical(plain, run, what);
+    if (v.swap == Swap::budget) {
+      EXPECT_GT(run.summary.swapped_values, 0u) << what;
+      EXPECT_EQ(run.summary.swapped_values, run.summary.candidates) << what;
+      EXPECT_GT(run.host, 0u) << what;
+    }
+    EXPECT_LE(run.host, align_up(run.summary.swapped_bytes) + 64 * run.summary.swapped_values)
+        << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, SwapGivesTheSameStep,
+    ::testing::Values(
+        Case{{.name = "lenet", .batch = 4}, 1},
+        // dropout, and the accumulating step graph of the first micro-batch.
+        Case{{.name = "mlp", .batch = 4}, 2},
+        Case{{.name = "resnet18", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
+        Case{{.name = "resnet34", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
+        Case{{.name = "resnet50", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
+        Case{{.name = "resnet101", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
+        Case{{.name = "resnet152", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
+        Case{{.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4}, 1},
+        Case{{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 4}, 1},
+        Case{{.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
+             1},
+        Case{{.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+             1},
+        Case{{.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16}, 1},
+        Case{
+            {.name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+            1},
+        Case{{.name = "unet3d", .batch = 1, .classes = 3, .width = 2, .volume = 16}, 1}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name = info.param.model.name;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+// A forward chain a -> b -> c -> d and its backward, by hand: %a and %b are read
+// again by the backward nodes. Every tensor f32[64,64]: 16 KiB.
+constexpr std::string_view kChain = R"(memfit-graph 1
+input %x f32[64,64] input
+node a = tanh(%x) -> %a f32[64,64] activation
+node b = tanh(%a) -> %b f32[64,64] activation
+node c = tanh(%b) -> %c f32[64,64] activation
+node d = tanh(%c) -> %d f32[64,64] activation
+node gd = tanh_grad(%d, %d) -> %gd f32[64,64] gradient
+node gc = tanh_grad(%c, %gd) -> %gc f32[64,64] gradient
+node gb = tanh_grad(%b, %gc) -> %gb f32[64,64] gradient
+node ga = tanh_grad(%a, %gb) -> %ga f32[64,64] gradient
+output %ga
+)";
+
+std::vector<std::string> node_names(const Graph& graph) {
+  std::vector<std::string> names;
+  for (const Node& node : graph.nodes()) names.push_back(node.name);
+  return names;
+}
+
+// Swaps %a of kChain with every node taking `seconds` and a link of `link` bytes/s.
+Graph swapped_chain(double seconds, double link, SwapStats* stats = nullptr) {
+  Graph graph = parse_graph(kChain).value();
+  SwapOptions options;
+  options.values = {graph.find_value("a")};
+  options.value_bytes = plain_sizes(graph).value_bytes;
+  options.node_seconds.assign(graph.num_nodes(), seconds);
+  options.link_bytes_per_second = link;
+  const Result<bool> changed = swap(graph, options, stats);
+  EXPECT_TRUE(changed.is_ok()) << changed.message();
+  EXPECT_TRUE(verify_graph(graph).is_ok());
+  return graph;
+}
+
+TEST(SwapPass, FindsTheForwardValuesReadAgainByTheBackwardPass) {
+  const Graph graph = parse_graph(kChain).value();
+  const auto candidates = swap_candidates(graph, plain_sizes(graph).value_bytes,
+                                          std::vector<double>(graph.num_nodes(), 1.0));
+  std::vector<std::string> names;
+  for (const SwapCandidate& c : candidates) names.push_back(graph.value(c.value).name);
+  // %d is read by gd, the first backward node, right after its producer: still
+  // a candidate (idle 0 s); %x is a graph input.
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(candidates[0].last_forward_use, 1);       // b reads %a
+  EXPECT_EQ(candidates[0].first_backward_use, 7);     // ga reads %a
+  EXPECT_DOUBLE_EQ(candidates[0].idle_seconds, 5.0);  // nodes c, d, gd, gc, gb
+  EXPECT_TRUE(candidates[0].covers(4));
+}
+
+TEST(SwapPass, CopiesAfterTheLastForwardUseAndWaitsWhenTheCopyIsDone) {
+  // 16 KiB over 16 KiB/s: each copy takes 1 s, each node 1 s. The swap-out
+  // starts after b and is done after c; the swap-in must start one node before
+  // ga, and the live bytes allow it (the peak is in the forward pass).
+  SwapStats stats;
+  const Graph graph = swapped_chain(1.0, 16384.0, &stats);
+  EXPECT_EQ(node_names(graph),
+            (std::vector<std::string>{"a", "b", "a.to_host", "c", "a.swap_wait", "d", "gd", "gc",
+                                      "a.to_device", "gb", "ga"}));
+  EXPECT_EQ(stats.swapped_values, 1u);
+  EXPECT_EQ(stats.swapped_bytes, 16384u);
+  EXPECT_EQ(stats.prefetched_nodes, 1u);
+  const Node& ga = graph.nodes().back();
+  EXPECT_EQ(graph.value(ga.inputs[0]).name, "a.to_device");
+}
+
+TEST(SwapPass, PrefetchesNoEarlierThanTheBackwardPassNorAboveThePeak) {
+  // A link 100 times slower wants the swap-in 100 nodes ahead: it stops where
+  // the backward pass starts (gd), and the live bytes never pass the peak.
+  const Graph slow = swapped_chain(1.0, 163.84);
+  std::vector<std::string> names = node_names(slow);
+  const auto in = std::find(names.begin(), names.end(), "a.to_device") - names.begin();
+  const auto gd = std::find(names.begin(), names.end(), "gd") - names.begin();
+  EXPECT_GE(in, gd - 1);
+  PlanOptions options;
+  options.inplace = false;
+  const Graph fast = swapped_chain(1.0, 1e30);  // no prefetch: just in time
+  const MemoryPlan slow_plan = plan_memory(slow, plain_sizes(slow), options).value();
+  const MemoryPlan fast_plan = plan_memory(fast, plain_sizes(fast), options).value();
+  EXPECT_LE(slow_plan.lower_bound_bytes, fast_plan.lower_bound_bytes);
+  EXPECT_TRUE(verify_plan(slow, plain_sizes(slow), slow_plan).is_ok());
+}
+
+TEST(SwapPass, RefusesAValueThatIsNotACandidate) {
+  Graph graph = parse_graph(kChain).value();
+  SwapOptions options;
+  options.values = {graph.find_value("gd")};
+  options.value_bytes = plain_sizes(graph).value_bytes;
+  options.node_seconds.assign(graph.num_nodes(), 1.0);
+  const Result<bool> changed = swap(graph, options);
+  ASSERT_FALSE(changed.is_ok());
+  EXPECT_NE(changed.message().find("'gd' cannot be swapped"), std::string::npos)
+      << changed.message();
+}
+
+// The host pool without sharing holds each swapped value in a slice of its
+// own: the sum of their aligned bytes, counted here from the graph.
+TEST(SwapPlan, HostPoolWithoutSharingIsTheSumOfTheSwappedValues) {
+  const auto backend = make_cpu_backend();
+  Graph step = build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11},
+                                1, sgd(), UpdateMode::apply, nullptr)
+                   .value();
+  for (bool share : {false, true}) {
+    const ExecOptions exec{share, false, 0, 0};
+    SwappedGraph swapped = swap_step_graph(step, Swap::budget, *backend, exec).value();
+    auto prepared = Executable::prepare(swapped.graph, *backend, exec).value();
+    const Graph& g = prepared->graph();
+    size_t sum = 0, largest = 0, copies = 0;
+    for (const Node& node : g.nodes()) {
+      if (node.op != OpKind::to_host) continue;
+      const size_t bytes = align_up(prepared->sizes().value_bytes[node.outputs[0].idx()]);
+      sum += bytes;
+      largest = std::max(largest, bytes);
+      ++copies;
+    }
+    EXPECT_EQ(copies, swapped.summary.swapped_values);
+    EXPECT_GT(copies, 0u);
+    if (share) {
+      EXPECT_LE(prepared->plan().host_bytes, sum);
+      EXPECT_GE(prepared->plan().host_bytes, largest);
+    } else {
+      EXPECT_EQ(prepared->plan().host_bytes, sum);
+    }
+    EXPECT_TRUE(verify_plan(g, prepared->sizes(), prepared->plan()).is_ok());
+  }
+}
+
+TEST(SwapPlan, BudgetPolicySwapsTheFewestThatFitAndNamesTheSmallestArena) {
+  PlanRequest request;
+  request.model = {.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
+  request.optimizer = sgd();
+  const PlanReport plain = plan_training_step(request).value();
+  request.swap = Swap::budget;
+  const PlanReport all = plan_training_step(request).value();
+  EXPECT_LT(all.arena_bytes, plain.arena_bytes);
+  EXPECT_EQ(all.swapped_values, all.swap_candidates);
+  // Halfway between: fits with fewer swapped values than all of them.
+  request.budget = (plain.arena_bytes + all.arena_bytes) / 2;
+  const PlanReport some = plan_training_step(request).value();
+  EXPECT_LE(some.arena_bytes, request.budget);
+  EXPECT_GT(some.swapped_values, 0u);
+  EXPECT_LT(some.swapped_values, all.swapped_values);
+  request.budget = all.arena_bytes / 2;
+  const Result<PlanReport> refused = plan_training_step(request);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("the smallest arena this plan reaches is " +
+                                   std::to_string(all.arena_bytes)),
+            std::string::npos)
+      << refused.message();
+}
+
+TEST(SwapRuntime, CopiesTakeAtLeastTheirTimeOnTheLink) {
+  const auto backend = make_cpu_backend();
+  const Graph graph = swapped_chain(1.0, 16384.0);
+  // 0.05 GB/s: a 16 KiB copy takes at least 0.33 ms.
+  auto exe = Executable::compile(graph, *backend, ExecOptions{true, true, 0, 0.05}).value();
+  std::vector<float> x(64 * 64, 0.5f);
+  StateStore state;
+  const auto result = exe->run(state, Feeds{{"x", x.data()}}, StepContext{});
+  ASSERT_TRUE(result.is_ok()) << result.message();
+  for (size_t n = 0; n < exe->graph().num_nodes(); ++n) {
+    const OpKind op = exe->graph().nodes()[n].op;
+    if (op == OpKind::to_host || op == OpKind::to_device) {
+      EXPECT_GE(exe->node_seconds()[n], 16384.0 / 0.05e9) << exe->graph().nodes()[n].name;
+    }
+  }
+  EXPECT_TRUE(std::isfinite(result->outputs.at("ga")[0]));
+}
+
+TEST(StepTime, CountsCopiesThatComputeDoesNotHide) {
+  // Two nodes of 1 s; a 3 s copy after the first, awaited before the second:
+  // the compute stream waits 2 s for it.
+  Graph graph = parse_graph(R"(memfit-graph 1
+input %x f32[4] input
+node a = tanh(%x) -> %a f32[4] activation
+node out = to_host(%a) -> %h f32[4] activation
+node wait = swap_wait(%a, %h) ->
+node b = tanh(%a) -> %b f32[4] activation
+output %b
+)")
+                    .value();
+  EXPECT_DOUBLE_EQ(predicted_step_seconds(graph, {1.0, 3.0, 0.0, 1.0}), 5.0);
+  EXPECT_DOUBLE_EQ(predicted_step_seconds(graph, {1.0, 0.5, 0.0, 1.0}), 2.5);
+}
+
+TEST(MaxBatch, SwappingFitsALargerBatch) {
+  PlanRequest request;
+  request.model = {.name = "resnet-cifar", .image_size = 16, .depth = 11};
+  request.optimizer = sgd();
+  request.budget = size_t{12} << 20;
+  const MaxBatchReport shared = find_max_batch(request).value();
+  request.swap = Swap::budget;
+  const MaxBatchReport swapped = find_max_batch(request).value();
+  EXPECT_GT(shared.max_batch, 1);
+  EXPECT_GT(swapped.max_batch, shared.max_batch);
+  EXPECT_LE(swapped.plan.arena_bytes, request.budget);
+  EXPECT_GT(swapped.plan.host_bytes, 0u);
+  EXPECT_GT(swapped.plan.predicted_step_seconds, 0.0);
+  // The next batch does not fit.
+  PlanRequest next = request;
+  next.model.batch = swapped.max_batch + 1;
+  EXPECT_FALSE(plan_training_step(next).is_ok());
+  const std::string json = max_batch_json(request, swapped);
+  EXPECT_NE(json.find("\"max_batch\": " + std::to_string(swapped.max_batch)), std::string::npos);
+  EXPECT_NE(json.find("\"predicted_step_seconds\": "), std::string::npos);
+  request.budget = 1024;
+  const Result<MaxBatchReport> none = find_max_batch(request);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.message().find("even batch 1 does not fit"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memfit
