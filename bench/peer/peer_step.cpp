@@ -4,6 +4,7 @@
 //
 //   ./build/bench/peer_step --model resnet18 --batch 8 [MODEL SIZE FLAGS]
 //        [--threads 2] [--no-sharing] [--recompute none|sqrt|budget] [--warmup 2]
+//   ./build/bench/peer_step --version-info   (oneDNN's version, as JSON)
 //
 // Protocol, one line each way, so that the driver can alternate programs that
 // stay loaded (their set-up, like PyTorch's compilation, is paid once):
@@ -26,6 +27,8 @@
 #include <iostream>
 #include <numeric>
 #include <string>
+
+#include <oneapi/dnnl/dnnl.h>
 
 #include "core/random.h"
 #include "memfit/builder.h"
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
   std::string recompute_text = "none";
   int warmup = 2;
   float lr = 0.01f;
-  app.add_option("--model", options.name, "zoo model")->required();
+  app.add_option("--model", options.name, "zoo model");
   app.add_option("--batch", options.batch, "examples per step")->check(CLI::PositiveNumber);
   app.add_option("--image-size", options.image_size, "side of the input image (0: the model's)");
   app.add_option("--classes", options.classes, "classes (0: the model's)");
@@ -119,8 +122,19 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "steps run before the first request")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)");
+  bool version_info = false;
+  app.add_flag("--version-info", version_info, "print the oneDNN this program runs and exit");
   CLI11_PARSE(app, argc, argv);
+  if (version_info) {
+    // memfit calls no BLAS: matmul and linear run oneDNN's own kernels.
+    const dnnl_version_t* v = dnnl_version();
+    std::printf("{\"onednn\": \"%d.%d.%d (%s)\", \"cpu_runtime\": \"%s\"}\n", v->major,
+                v->minor, v->patch, v->hash,
+                v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "not OpenMP");
+    return 0;
+  }
 
+  if (options.name.empty()) return fail("--model is required");
   const auto backend = make_cpu_backend(threads);
   OptimizerConfig sgd;
   sgd.lr = lr;
