@@ -17,6 +17,7 @@
 // Errors go to stderr with exit status 1. The program builds only the step
 // graph (no evaluation graph), so its resident memory is the arena, the
 // state store, the batches and the code.
+#include <oneapi/dnnl/dnnl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -27,8 +28,6 @@
 #include <iostream>
 #include <numeric>
 #include <string>
-
-#include <oneapi/dnnl/dnnl.h>
 
 #include "core/random.h"
 #include "memfit/builder.h"
@@ -113,8 +112,8 @@ int main(int argc, char** argv) {
   app.add_option("--width", options.width, "width (0: the model's)");
   app.add_option("--seq-len", options.seq_len, "positions per sequence (0: the model's)");
   app.add_option("--vocab", options.vocab, "vocabulary (0: the model's)");
-  app.add_flag_callback("--no-dropout", [&options] { options.dropout = false; },
-                        "leave out the dropout layers");
+  app.add_flag_callback(
+      "--no-dropout", [&options] { options.dropout = false; }, "leave out the dropout layers");
   app.add_option("--threads", threads, "threads of the cpu backend")->check(CLI::PositiveNumber);
   app.add_flag("--no-sharing", no_sharing, "a slice of memory per value (no planning)");
   app.add_option("--recompute", recompute_text, "none, sqrt or budget")
@@ -128,9 +127,8 @@ int main(int argc, char** argv) {
   if (version_info) {
     // memfit calls no BLAS: matmul and linear run oneDNN's own kernels.
     const dnnl_version_t* v = dnnl_version();
-    std::printf("{\"onednn\": \"%d.%d.%d (%s)\", \"cpu_runtime\": \"%s\"}\n", v->major,
-                v->minor, v->patch, v->hash,
-                v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "not OpenMP");
+    std::printf("{\"onednn\": \"%d.%d.%d (%s)\", \"cpu_runtime\": \"%s\"}\n", v->major, v->minor,
+                v->patch, v->hash, v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "not OpenMP");
     return 0;
   }
 
@@ -142,8 +140,8 @@ int main(int argc, char** argv) {
   auto step = build_step_graph(options, 1, sgd, UpdateMode::apply, &model);
   if (!step) return fail(step.message());
   const ExecOptions exec{!no_sharing, false, 0};
-  auto recomputed =
-      recompute_step_graph(std::move(*step), parse_recompute(recompute_text).value(), *backend, exec);
+  auto recomputed = recompute_step_graph(std::move(*step), parse_recompute(recompute_text).value(),
+                                         *backend, exec);
   if (!recomputed) return fail(recomputed.message());
   StateStore state;
   init_state(recomputed->graph, model, state);
