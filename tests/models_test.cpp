@@ -122,6 +122,46 @@ TEST(Models, BadOptionsAreRefused) {
   EXPECT_NE(model.message().find("must be positive"), std::string::npos) << model.message();
 }
 
+int64_t dropout_nodes(const Model& model) {
+  int64_t count = 0;
+  for (const Node& node : model.graph.nodes()) count += node.op == OpKind::dropout ? 1 : 0;
+  return count;
+}
+
+// dropout = false removes every dropout layer from the training graph and
+// nothing else: the same parameters, the same shapes, the same other nodes.
+TEST(Models, NoDropoutLeavesOutEveryDropoutLayerAndNothingElse) {
+  const ModelOptions cases[] = {
+      {.name = "mlp", .batch = 2},
+      {.name = "vgg16", .batch = 1, .image_size = 32, .classes = 3, .width = 2},
+      {.name = "lstm-lm", .batch = 2, .depth = 2, .width = 8, .seq_len = 3, .vocab = 11},
+      {.name = "seq2seq", .batch = 2, .depth = 2, .width = 8, .seq_len = 3, .vocab = 11},
+      {.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 11},
+      {.name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 11},
+  };
+  for (ModelOptions options : cases) {
+    auto with = build_model(options, true);
+    options.dropout = false;
+    auto without = build_model(options, true);
+    ASSERT_TRUE(with.is_ok() && without.is_ok()) << options.name;
+    EXPECT_GT(dropout_nodes(*with), 0) << options.name;
+    EXPECT_EQ(dropout_nodes(*without), 0) << options.name;
+    EXPECT_EQ(with->graph.num_nodes() - static_cast<size_t>(dropout_nodes(*with)),
+              without->graph.num_nodes())
+        << options.name;
+    ASSERT_EQ(with->params.size(), without->params.size()) << options.name;
+    for (size_t i = 0; i < with->params.size(); ++i) {
+      const Value& a = with->graph.value(with->params[i]);
+      const Value& b = without->graph.value(without->params[i]);
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.type.shape, b.type.shape) << a.name;
+    }
+    EXPECT_EQ(with->graph.value(with->logits).type.shape,
+              without->graph.value(without->logits).type.shape)
+        << options.name;
+  }
+}
+
 TEST(Models, UnknownModelListsTheKnownNames) {
   auto model = build_model({.name = "resnet19"}, false);
   ASSERT_FALSE(model.is_ok());

@@ -46,7 +46,9 @@ struct Model {
 class ModelBuilder {
  public:
   // training: dropout is active and batch norm uses batch statistics.
-  ModelBuilder(std::string model_name, bool training);
+  // dropout = false leaves every dropout layer out, in training too (for
+  // comparisons whose two sides must compute the same numbers).
+  ModelBuilder(std::string model_name, bool training, bool dropout = true);
 
   // Data inputs: f32 (images, volumes), i32 token ids, and i32 labels.
   ValueId input(const std::string& name, Shape shape);
@@ -117,6 +119,7 @@ class ModelBuilder {
  private:
   Model model_;
   bool training_;
+  bool dropout_;
   Status status_;
   uint64_t next_dropout_key_ = 1;
 };
@@ -134,6 +137,7 @@ struct ModelOptions {
   int64_t seq_len = 0;     // sequence models: positions per example
   int64_t volume = 0;      // unet3d: side of the cubic input volume
   int64_t vocab = 0;       // sequence models: tokens in the vocabulary
+  bool dropout = true;     // false: no dropout layers, in training too (--no-dropout)
 };
 
 // A model of the zoo at its default size.

@@ -13,7 +13,8 @@ Init uniform_init(int64_t fan_in) {
 
 }  // namespace
 
-ModelBuilder::ModelBuilder(std::string model_name, bool training) : training_(training) {
+ModelBuilder::ModelBuilder(std::string model_name, bool training, bool dropout)
+    : training_(training), dropout_(dropout) {
   model_.name = std::move(model_name);
 }
 
@@ -215,7 +216,7 @@ ValueId ModelBuilder::dropout(ValueId x, float p) {
   // Keys are fixed when the model is built, so every graph built from the
   // same model code draws the same masks.
   const uint64_t key = next_dropout_key_++;
-  if (!training_ || p == 0.0f) return x;
+  if (!training_ || !dropout_ || p == 0.0f) return x;
   return op(OpKind::dropout, {x}, DropoutAttrs{p, key}, "dropout");
 }
 

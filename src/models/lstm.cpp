@@ -90,7 +90,7 @@ Status check_sizes(const ModelOptions& o) {
 // tokens (N, T) -> embedding (N, T, W) -> LSTM layers -> (N*T, W) -> (N*T, V).
 Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   MEMFIT_RETURN_IF_ERROR(check_sizes(o));
-  ModelBuilder b(o.name, training);
+  ModelBuilder b(o.name, training, o.dropout);
   const int64_t n = o.batch, t = o.seq_len, w = o.width;
   const ValueId tokens = b.token_input("tokens", {n, t});
   const ValueId labels = b.labels(Shape{n, t});
@@ -104,7 +104,7 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
 // source (N, S), target_in (N, T) -> (N*T, V), with S = T = seq_len.
 Result<Model> build_seq2seq(const ModelOptions& o, bool training) {
   MEMFIT_RETURN_IF_ERROR(check_sizes(o));
-  ModelBuilder b(o.name, training);
+  ModelBuilder b(o.name, training, o.dropout);
   const int64_t n = o.batch, t = o.seq_len, w = o.width;
   const ValueId source = b.token_input("source", {n, t});
   const ValueId target_in = b.token_input("target_in", {n, t});

@@ -99,7 +99,7 @@ Init embedding_init() { return Init{Init::Kind::uniform, 0.02f * std::sqrt(3.0f)
 // tokens (N, T) -> (N*T, V) logits over the next token.
 Result<Model> build_gpt(const ModelOptions& o, bool training) {
   MEMFIT_ASSIGN_OR_RETURN(const Sizes s, sizes_of(o));
-  ModelBuilder b(o.name, training);
+  ModelBuilder b(o.name, training, o.dropout);
   const int64_t t = o.seq_len;
   const ValueId tokens = b.token_input("tokens", {s.n, t});
   const ValueId labels = b.labels(Shape{s.n, t});
@@ -122,7 +122,7 @@ Result<Model> build_gpt(const ModelOptions& o, bool training) {
 // source (N, S), target_in (N, T) -> (N*T, V), with S = T = seq_len.
 Result<Model> build_transformer(const ModelOptions& o, bool training) {
   MEMFIT_ASSIGN_OR_RETURN(const Sizes s, sizes_of(o));
-  ModelBuilder b(o.name, training);
+  ModelBuilder b(o.name, training, o.dropout);
   const int64_t t = o.seq_len;
   const ValueId source = b.token_input("source", {s.n, t});
   const ValueId target_in = b.token_input("target_in", {s.n, t});

@@ -15,7 +15,7 @@ Result<Model> build_vgg16(const ModelOptions& options, bool training) {
     return Status::error("vgg16: the image size must be a multiple of 32, got " +
                          std::to_string(s));
   }
-  ModelBuilder b(options.name, training);
+  ModelBuilder b(options.name, training, options.dropout);
   ValueId x = b.input("images", {options.batch, 3, s, s});
   const ValueId labels = b.labels(options.batch);
   // Channels of each block's convolutions, in multiples of width (64).

@@ -11,7 +11,7 @@ namespace {
 // max pool -> conv 5x5 (50) -> max pool -> 500 -> classes, with ReLU. At
 // S = 28: (N, 1, 28, 28) -> (N, 20, 12, 12) -> (N, 50, 4, 4).
 Result<Model> lenet(const ModelOptions& options, bool training) {
-  ModelBuilder b(options.name, training);
+  ModelBuilder b(options.name, training, options.dropout);
   const int64_t batch = options.batch, s = options.image_size;
   ValueId x = b.input("images", {batch, 1, s, s});
   const ValueId labels = b.labels(batch);
@@ -24,7 +24,7 @@ Result<Model> lenet(const ModelOptions& options, bool training) {
 
 // A multi-layer perceptron: S*S -> 256 -> 128 -> classes with dropout.
 Result<Model> mlp(const ModelOptions& options, bool training) {
-  ModelBuilder b(options.name, training);
+  ModelBuilder b(options.name, training, options.dropout);
   const int64_t batch = options.batch, s = options.image_size;
   ValueId x = b.flatten(b.input("images", {batch, 1, s, s}));
   const ValueId labels = b.labels(batch);

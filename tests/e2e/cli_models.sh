@@ -16,6 +16,17 @@ done
 out=$("$memfit" plan --model resnet-cifar --depth 20 --image-size 16 --batch 2 --json) ||
   fail "plan with model flags exited $?"
 grep -q '"arena_bytes"' <<<"$out" || fail "plan --json printed no arena: $out"
+# Without dropout the GPT's step holds no dropout masks: a smaller arena.
+with=$("$memfit" plan --model gpt --depth 1 --width 16 --seq-len 8 --vocab 12 --batch 2 --json) ||
+  fail "plan gpt exited $?"
+without=$("$memfit" plan --model gpt --depth 1 --width 16 --seq-len 8 --vocab 12 --batch 2 \
+          --no-dropout --json) || fail "plan gpt --no-dropout exited $?"
+field() { grep -oE "\"$1\": *[0-9]+" <<<"$2" | grep -oE '[0-9]+$'; }
+[ "$(field arena_bytes "$without")" -lt "$(field arena_bytes "$with")" ] ||
+  fail "--no-dropout did not shrink the arena: $(field arena_bytes "$without") vs $(field arena_bytes "$with")"
+# Four dropout layers and their four gradients are gone.
+[ $(($(field num_nodes "$with") - $(field num_nodes "$without"))) -eq 8 ] ||
+  fail "--no-dropout: $(field num_nodes "$without") nodes, with dropout $(field num_nodes "$with")"
 out=$("$memfit" plan --model resnet-cifar --depth 21 --batch 2 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "a bad depth exited $rc, not 1"
 grep -q "9n+2" <<<"$out" || fail "a bad depth: no hint: $out"

@@ -4,8 +4,12 @@
 set -uo pipefail
 memfit="$1"
 fail() { echo "FAIL: $*"; exit 1; }
-"$memfit" --help | grep -q "train" || fail "--help does not list train"
-"$memfit" train --help | grep -q -- "--accumulate" || fail "train --help does not list --accumulate"
+# The help is captured before grep reads it: `grep -q` in a pipe stops reading
+# at the first match, and with pipefail the writer's SIGPIPE would fail the line.
+help=$("$memfit" --help) || fail "--help exited $?"
+grep -q "train" <<<"$help" || fail "--help does not list train"
+help=$("$memfit" train --help) || fail "train --help exited $?"
+grep -q -- "--accumulate" <<<"$help" || fail "train --help does not list --accumulate"
 for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "train --optimizer rmsprop" "train --recompute log" "nonexistent" ""; do
   out=$("$memfit" $args 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"

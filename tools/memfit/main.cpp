@@ -87,6 +87,10 @@ void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--vocab", model.vocab, "tokens in the vocabulary (0: the model's)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag_callback(
+      "--no-dropout", [&model] { model.dropout = false; },
+      "leave out the model's dropout layers, in training too (runs that must compute the "
+      "same numbers as another framework)");
 }
 
 // --recompute, shared by train and plan; the strategy is parsed once the
