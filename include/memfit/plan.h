@@ -25,6 +25,7 @@ struct PlanRequest {
   size_t budget = 0;            // the largest arena allowed; 0: no limit
   bool share = true;            // false: every value and workspace in a slice of its own
   Recompute recompute = Recompute::none;
+  bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
 };
 
 // The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
@@ -73,7 +74,9 @@ struct PlanReport {
 // Builds the step graph of `request` as training does (with accumulate > 1,
 // the micro-batch that applies the update, which holds all the other one
 // holds and more), sizes it for the backend, and plans it. An arena over a
-// non-zero budget is an error that names the smallest arena this plan reaches.
+// non-zero budget is an error that names the smallest arena any recompute
+// strategy reaches, with or without mirror (the smallest budget that can be
+// met), and the flags that reach it.
 Result<PlanReport> plan_training_step(const PlanRequest& request);
 
 // A byte count: a whole or decimal number, optionally followed by a unit: B,

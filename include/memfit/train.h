@@ -32,9 +32,11 @@ enum class Recompute {
   sqrt,    // checkpoint every ~sqrt(n)-th of the n values that cut the forward graph
   budget,  // Chen's greedy segments under a byte budget, the budget searched for the
            // smallest arena (or, under a memory budget, the least recomputation that fits)
+  // Chen's recursion: checkpoints nested in log2(n) levels, O(log n) memory
+  recursive,
 };
 std::string_view recompute_name(Recompute recompute);
-// none, sqrt or budget.
+// none, sqrt, budget or recursive.
 Result<Recompute> parse_recompute(std::string_view text);
 std::vector<std::string> recompute_names();
 
@@ -56,6 +58,7 @@ struct TrainOptions {
   bool plan = true;             // share memory as planned; false: a slice per value
   bool poison = false;          // fill memory with NaN as soon as its value dies
   Recompute recompute = Recompute::none;
+  bool mirror = false;      // also recompute cheap ops for each backward reader (any strategy)
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines

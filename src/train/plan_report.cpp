@@ -76,6 +76,77 @@ std::string_view phase_name(Phase phase) {
   return "?";
 }
 
+namespace {
+
+// The step graph of `request`, after its recompute strategy, with the
+// executor's own sizes, schedule and plan (no arena allocated, no budget
+// check: the caller compares).
+struct PlannedStep {
+  RecomputeSummary summary;
+  std::unique_ptr<Executable> prepared;
+};
+
+Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend) {
+  // The micro-batch that applies the update, as TrainingProgram::create builds it.
+  const UpdateMode mode =
+      request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
+  MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(request.model, request.accumulate,
+                                                        request.optimizer, mode, nullptr));
+  // The budget strategy searches for the least recomputation under the budget.
+  const ExecOptions exec{request.share, false, request.budget};
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(graph), request.recompute, backend, exec, request.mirror));
+  PlannedStep planned{recomputed.summary, nullptr};
+  MEMFIT_ASSIGN_OR_RETURN(planned.prepared,
+                          Executable::prepare(std::move(recomputed.graph), backend,
+                                              ExecOptions{request.share, false, 0}));
+  return planned;
+}
+
+std::string strategy_flags(Recompute recompute, bool mirror) {
+  return "--recompute " + std::string(recompute_name(recompute)) + (mirror ? " --mirror" : "");
+}
+
+// The error for a plan of `arena` bytes over request.budget: every strategy,
+// with and without mirror, is planned, and the smallest arena any reaches is
+// named (the smallest budget that can be met), with the flags that reach it.
+Status over_budget(const PlanRequest& request, size_t arena, const Backend& backend) {
+  const auto bytes = [](size_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; };
+  size_t best = arena;
+  Recompute best_recompute = request.recompute;
+  bool best_mirror = request.mirror;
+  for (const std::string& name : recompute_names()) {
+    const Recompute recompute = parse_recompute(name).value();
+    for (bool mirror : {false, true}) {
+      if (recompute == request.recompute && mirror == request.mirror) continue;
+      PlanRequest other = request;
+      other.recompute = recompute;
+      other.mirror = mirror;
+      MEMFIT_ASSIGN_OR_RETURN(PlannedStep planned, plan_step(other, backend));
+      const size_t other_arena = planned.prepared->plan().arena_bytes;
+      if (other_arena < best) {
+        best = other_arena;
+        best_recompute = recompute;
+        best_mirror = mirror;
+      }
+    }
+  }
+  std::string message = "the plan needs " + bytes(arena) + " with " +
+                        strategy_flags(request.recompute, request.mirror) +
+                        ", over the budget of " + bytes(request.budget) + "; ";
+  if (best <= request.budget) {
+    return Status::error(message + strategy_flags(best_recompute, best_mirror) + " fits in " +
+                         bytes(best));
+  }
+  return Status::error(message + "no recompute strategy fits: the smallest arena any reaches is " +
+                       bytes(best) + ", with " + strategy_flags(best_recompute, best_mirror) +
+                       "; give a --budget of at least " + std::to_string(best) +
+                       " bytes, or a smaller --batch");
+}
+
+}  // namespace
+
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
   if (request.model.batch < 1) return Status::error("the batch must be at least 1");
   if (request.accumulate < 1) return Status::error("--accumulate must be at least 1");
@@ -83,21 +154,13 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   if (!backend) {
     return Status::error("unknown backend '" + request.backend + "'; use cpu or reference");
   }
-  // The micro-batch that applies the update, as TrainingProgram::create builds it.
-  const UpdateMode mode =
-      request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  MEMFIT_ASSIGN_OR_RETURN(Graph graph,
-                          build_step_graph(request.model, request.accumulate,
-                                           request.optimizer, mode, nullptr));
-  const ExecOptions exec{request.share, false, request.budget};
-  MEMFIT_ASSIGN_OR_RETURN(
-      RecomputedGraph recomputed,
-      recompute_step_graph(std::move(graph), request.recompute, *backend, exec));
-  // The executor's own sizes, schedule and plan, without allocating the arena.
-  MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                          Executable::prepare(std::move(recomputed.graph), *backend, exec));
-  const Graph& g = prepared->graph();
-  const MemoryPlan& plan = prepared->plan();
+  MEMFIT_ASSIGN_OR_RETURN(PlannedStep planned, plan_step(request, *backend));
+  const RecomputeSummary& summary = planned.summary;
+  const Graph& g = planned.prepared->graph();
+  const MemoryPlan& plan = planned.prepared->plan();
+  if (request.budget > 0 && plan.arena_bytes > request.budget) {
+    return over_budget(request, plan.arena_bytes, *backend);
+  }
 
   PlanReport report;
   report.arena_bytes = plan.arena_bytes;
@@ -105,9 +168,9 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.no_sharing_bytes = plan.no_sharing_bytes;
   report.by_role = public_roles(plan.by_role);
   report.num_nodes = g.num_nodes();
-  report.checkpoint_candidates = recomputed.summary.candidates;
-  report.checkpoints = recomputed.summary.checkpoints;
-  report.recomputed_nodes = recomputed.summary.recomputed_nodes;
+  report.checkpoint_candidates = summary.candidates;
+  report.checkpoints = summary.checkpoints;
+  report.recomputed_nodes = summary.recomputed_nodes;
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);

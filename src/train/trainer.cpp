@@ -147,9 +147,10 @@ Result<TrainReport> train(const TrainOptions& options,
   if (!backend) return Status::error("unknown backend '" + options.backend + "' (cpu or reference)");
   MEMFIT_ASSIGN_OR_RETURN(const int64_t eval_batch, eval_batch_of(options));
   MEMFIT_ASSIGN_OR_RETURN(
-      auto program, TrainingProgram::create(
-                        options.model, options.accumulate, options.optimizer, eval_batch, *backend,
-                        ExecOptions{options.plan, options.poison, 0}, options.recompute));
+      auto program,
+      TrainingProgram::create(options.model, options.accumulate, options.optimizer, eval_batch,
+                              *backend, ExecOptions{options.plan, options.poison, 0},
+                              options.recompute, options.mirror));
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
   if (options.model.batch * options.accumulate > data->train_count()) {
     return Status::error("--batch times --accumulate exceeds the " +
@@ -159,10 +160,11 @@ Result<TrainReport> train(const TrainOptions& options,
              static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
   log(format("model %s: %zu nodes per step; kernels: %s", options.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
-  if (options.recompute != Recompute::none) {
+  if (options.recompute != Recompute::none || options.mirror) {
     const RecomputeSummary& r = program->recompute_summary();
-    log(format("recompute %s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
-               std::string(recompute_name(options.recompute)).c_str(), r.checkpoints, r.candidates,
+    log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
+               std::string(recompute_name(options.recompute)).c_str(),
+               options.mirror ? " with mirror" : "", r.checkpoints, r.candidates,
                r.recomputed_nodes));
   }
   const MemoryPlan& plan = program->step_executable().plan();

@@ -32,13 +32,14 @@ uint64_t name_hash(const std::string& name) {
 }  // namespace
 
 Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
-                                             const Backend& backend, const ExecOptions& exec) {
+                                             const Backend& backend, const ExecOptions& exec,
+                                             bool mirror) {
   const ExecOptions planning{exec.share, false, 0};
   auto arena_of = [&](const Graph& graph) -> Result<size_t> {
     MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, planning));
     return prepared->plan().arena_bytes;
   };
-  return apply_recompute(std::move(step), recompute, exec.budget, arena_of);
+  return apply_recompute(std::move(step), recompute, exec.budget, arena_of, mirror);
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
@@ -49,7 +50,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
-    int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute) {
+    int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
+    bool mirror) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
@@ -64,7 +66,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
   }
   MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                          recompute_step_graph(std::move(apply), recompute, backend, exec));
+                          recompute_step_graph(std::move(apply), recompute, backend, exec, mirror));
   program->recompute_summary_ = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(program->apply_,
                           Executable::compile(std::move(recomputed.graph), backend, exec));
@@ -72,7 +74,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
     MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed_acc,
-                            recompute_step_graph(std::move(acc), recompute, backend, exec));
+                            recompute_step_graph(std::move(acc), recompute, backend, exec, mirror));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
                             Executable::compile(std::move(recomputed_acc.graph), backend, exec));
   }

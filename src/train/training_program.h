@@ -25,8 +25,10 @@ Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
 // `step` (a graph of build_step_graph) after the recompute strategy. The
 // budget strategy compares its candidate plans by the arena that `backend`
 // plans for them with exec's sharing; exec's budget is the memory budget.
+// `mirror`: cheap ops are recomputed too (RecomputeOptions::mirror).
 Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
-                                             const Backend& backend, const ExecOptions& exec);
+                                             const Backend& backend, const ExecOptions& exec,
+                                             bool mirror = false);
 
 struct StepCounters {
   int64_t micro_step = 0;      // micro-batches run so far
@@ -39,13 +41,14 @@ class TrainingProgram {
   // scaled by 1/K) to persistent accumulators, and every K-th one also
   // updates the parameters and clears the accumulators.
   // The evaluation graph is `model` at batch eval_batch. The step graphs
-  // recompute activations as `recompute` says.
+  // recompute activations as `recompute` says, and cheap ops with `mirror`.
   static Result<std::unique_ptr<TrainingProgram>> create(const ModelOptions& model,
                                                          int64_t accumulate,
                                                          const OptimizerConfig& optimizer,
                                                          int64_t eval_batch, const Backend& backend,
                                                          const ExecOptions& exec = {},
-                                                         Recompute recompute = Recompute::none);
+                                                         Recompute recompute = Recompute::none,
+                                                         bool mirror = false);
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.

@@ -89,16 +89,21 @@ void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
       ->check(CLI::NonNegativeNumber);
 }
 
-// --recompute, shared by train and plan; the strategy is parsed once the
-// flags have been checked against the list.
-void add_recompute_option(CLI::App* cmd, std::string& strategy) {
+// --recompute and --mirror, shared by train and plan; the strategy is parsed
+// once the flags have been checked against the list.
+void add_recompute_option(CLI::App* cmd, std::string& strategy, bool& mirror) {
   cmd->add_option(
          "--recompute", strategy,
          "recompute activations in the backward pass instead of keeping them: none, "
-         "sqrt (a checkpoint every sqrt(n) blocks) or budget (Chen's greedy plan, "
-         "searched for the smallest arena or, under --budget, the least recomputation that fits)")
+         "sqrt (a checkpoint every sqrt(n) blocks), budget (Chen's greedy plan, "
+         "searched for the smallest arena or, under --budget, the least recomputation that "
+         "fits) or recursive (checkpoints nested in log2(n) levels: O(log n) memory)")
       ->check(CLI::IsMember(memfit::recompute_names()))
       ->capture_default_str();
+  cmd->add_flag("--mirror", mirror,
+                "also recompute the outputs of cheap ops (activations, batch norm, dropout, "
+                "scale, add, mul, reshape, transpose) for each backward reader; with any "
+                "--recompute, or alone");
 }
 
 // `memfit models`: every model at its default size, with its exact parameter
@@ -182,7 +187,7 @@ int main(int argc, char** argv) {
   cmd->add_flag("--no-plan", no_plan, "give every value its own memory instead of the planned sharing");
   cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
   std::string train_recompute = "none";
-  add_recompute_option(cmd, train_recompute);
+  add_recompute_option(cmd, train_recompute, train.mirror);
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
                   "synthetic: N training examples (default 1024)")
@@ -213,7 +218,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   plan_cmd
       ->add_option("--budget", plan_flags.budget,
-                   "largest arena allowed, e.g. 8MiB or 1.5GB; exit 1 when the plan needs more")
+                   "largest arena allowed, e.g. 8MiB or 1.5GB; exit 1 when the plan needs more "
+                   "(the message names the smallest arena any --recompute strategy reaches)")
       ->check(CLI::Validator(
           [](std::string& text) {
             auto bytes = memfit::parse_bytes(text);
@@ -223,7 +229,7 @@ int main(int argc, char** argv) {
           },
           "BYTES"));
   std::string plan_recompute = "none";
-  add_recompute_option(plan_cmd, plan_recompute);
+  add_recompute_option(plan_cmd, plan_recompute, plan.mirror);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
   plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
