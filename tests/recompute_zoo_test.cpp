@@ -52,8 +52,8 @@ StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror) {
   EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
   run.recomputed_nodes = (*program)->recompute_summary().recomputed_nodes;
   (*program)->init_state(run.state, 7);
-  auto data = synthetic_source(data_kind(model.name), (*program)->model(), model.batch,
-                               model.batch, 11);
+  auto data =
+      synthetic_source(data_kind(model.name), (*program)->model(), model.batch, model.batch, 11);
   EXPECT_TRUE(data.is_ok()) << data.message();
   if (!data) return run;
   Batch batch = Batch::for_model((*program)->model());
@@ -112,18 +112,17 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
 INSTANTIATE_TEST_SUITE_P(
     Tiny, ZooRecompute,
     ::testing::Values(
-        ModelOptions{.name = "lenet", .batch = 4},
-        ModelOptions{.name = "mlp", .batch = 4},
+        ModelOptions{.name = "lenet", .batch = 4}, ModelOptions{.name = "mlp", .batch = 4},
         ModelOptions{.name = "resnet18", .batch = 2, .image_size = 32, .classes = 10, .width = 8},
         ModelOptions{.name = "resnet-cifar", .batch = 2, .image_size = 16, .depth = 11, .width = 8},
         ModelOptions{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 8},
-        ModelOptions{.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 8,
-                     .vocab = 16},
-        ModelOptions{.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 6,
-                     .vocab = 16},
+        ModelOptions{
+            .name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 8, .vocab = 16},
+        ModelOptions{
+            .name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 6, .vocab = 16},
         ModelOptions{.name = "gpt", .batch = 2, .depth = 2, .width = 32, .seq_len = 8, .vocab = 16},
-        ModelOptions{.name = "transformer", .batch = 2, .depth = 1, .width = 32, .seq_len = 6,
-                     .vocab = 16},
+        ModelOptions{
+            .name = "transformer", .batch = 2, .depth = 1, .width = 32, .seq_len = 6, .vocab = 16},
         ModelOptions{.name = "unet3d", .batch = 1, .classes = 3, .width = 4, .volume = 16}),
     [](const ::testing::TestParamInfo<ModelOptions>& info) {
       std::string name = info.param.name;
