@@ -90,7 +90,9 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
                              std::string(recompute_name(v.recompute)) +
                              (v.mirror ? " --mirror" : "");
     const StepRun run = one_step(model, v.recompute, v.mirror);
-    if (v.recompute == Recompute::recursive || v.mirror) {
+    // Mirror alone may find nothing to do (lenet: relu reads a conv output
+    // that nothing in the backward pass reads).
+    if (v.recompute == Recompute::recursive) {
       EXPECT_GT(run.recomputed_nodes, 0u) << what;
     }
     EXPECT_EQ(testing::as_word(plain.loss), testing::as_word(run.loss)) << what;

@@ -46,10 +46,14 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
   // Values the forward pass itself needs: read by a forward node, returned,
   // or carried to the next step; and how many forward nodes read each.
   std::vector<bool> needed(graph.num_values(), false);
+  std::vector<bool> read_backward(graph.num_values(), false);  // by a non-forward node
   std::vector<int32_t> forward_readers(graph.num_values(), 0);
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
-    if (!forward[n]) continue;
     for (ValueId in : graph.nodes()[n].inputs) {
+      if (!forward[n]) {
+        read_backward[in.idx()] = true;
+        continue;
+      }
       needed[in.idx()] = true;
       ++forward_readers[in.idx()];
     }
@@ -82,6 +86,15 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
   const auto leaf = static_cast<int32_t>(options.levels.size()) + 1;
   kept.keep.assign(graph.num_values(), true);
   kept.level.assign(graph.num_nodes(), 0);
+  // A mirrored clone must not keep alive a value that would die in the
+  // forward pass: each input of a mirrored node is a graph input, read by the
+  // backward pass anyway, or made by a mirrored node (decided before it, in
+  // the forward order).
+  std::vector<bool> mirrored_node(graph.num_nodes(), false);
+  auto available = [&](ValueId in) {
+    const NodeId producer = graph.value(in).producer;
+    return !producer.valid() || read_backward[in.idx()] || mirrored_node[producer.idx()];
+  };
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.nodes()[n];
     if (!forward[n]) continue;
@@ -98,7 +111,10 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
       if (c > 0) level = std::min(level, c);
     }
     if (!any_needed) continue;
-    const bool mirrored = options.mirror && is_cheap_op(node.op) && !checkpoint && readers <= 1;
+    const bool mirrored = options.mirror && is_cheap_op(node.op) && !checkpoint &&
+                          readers <= 1 &&
+                          std::all_of(node.inputs.begin(), node.inputs.end(), available);
+    mirrored_node[n] = mirrored;
     if (options.keep_others && !mirrored) continue;
     kept.level[n] = mirrored ? leaf + 1 : level;
     for (ValueId out : node.outputs) kept.keep[out.idx()] = kept.checkpoint_level[out.idx()] == 0;

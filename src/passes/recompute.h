@@ -18,8 +18,10 @@
 //    mirrored nodes are (mirror alone).
 //    Levels: a forward node that makes a checkpoint of level k >= 1
 //    (`levels[k - 1]`) has level k; a mirrored node (is_cheap_op, makes no
-//    checkpoint, its outputs read by at most one forward node) has level
-//    L + 2, for L = levels.size(); every other forward node has level L + 1.
+//    checkpoint, its outputs read by at most one forward node, and each of
+//    its inputs a graph input, read by a non-forward node, or made by a
+//    mirrored node) has level L + 2, for L = levels.size(); every other
+//    forward node has level L + 1.
 //    The level-l segment of a forward node is the number of checkpoints of
 //    level <= l made at or before it in the forward order.
 // 3. Rewrite, node by node in the given order: a forward node stays where it
@@ -81,8 +83,9 @@ struct RecomputeOptions {
   // holds them (step 3 of the header).
   std::vector<std::vector<ValueId>> levels;
   // Mirror (MXNet's): the outputs of cheap ops (is_cheap_op) that make no
-  // checkpoint and are read by at most one forward node are recomputed for
-  // each backward node that reads them rather than stored.
+  // checkpoint, are read by at most one forward node and read only values
+  // that the backward pass reads anyway (or mirrored ones, or graph inputs)
+  // are recomputed for each backward node that reads them rather than stored.
   bool mirror = false;
   // Keep every forward value but the mirrored ones (mirror without a strategy).
   bool keep_others = false;
