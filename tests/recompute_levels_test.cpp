@@ -182,6 +182,16 @@ TEST(RecomputeLevels, MirrorAloneClonesOnlyCheapOpsWithOneForwardReader) {
   EXPECT_EQ(clones, stats.recomputed_nodes);
   // Cheap ops are cloned once per backward reader: conv2d never.
   EXPECT_GT(stats.most_clones, 1u);
+
+  // A chain of cheap ops: each reader recomputes at most 4 of them, so every
+  // fifth layer stays stored.
+  Graph chain = tanh_chain(64, 16);
+  RecomputeStats chain_stats;
+  ASSERT_TRUE(recompute(chain, options, &chain_stats).is_ok());
+  ASSERT_TRUE(verify_graph(chain).is_ok());
+  EXPECT_EQ(chain_stats.dropped_values, 64u - 64u / 5);
+  EXPECT_LE(chain_stats.recomputed_nodes, 4u * 64u);
+  EXPECT_GT(chain_stats.recomputed_nodes, 64u);
 }
 
 // With a budget below every strategy's arena, the error names the smallest

@@ -89,11 +89,15 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
   // A mirrored clone must not keep alive a value that would die in the
   // forward pass: each input of a mirrored node is a graph input, read by the
   // backward pass anyway, or made by a mirrored node (decided before it, in
-  // the forward order).
-  std::vector<bool> mirrored_node(graph.num_nodes(), false);
+  // the forward order). chain[n]: the most mirrored nodes a clone of n
+  // recomputes, itself included (0: not mirrored); at most kMirrorChain, so
+  // a reader recomputes a bounded number of cheap ops (a chain of cheap ops
+  // stores every (kMirrorChain + 1)-th value the backward pass reads).
+  constexpr int32_t kMirrorChain = 4;
+  std::vector<int32_t> chain(graph.num_nodes(), 0);
   auto available = [&](ValueId in) {
     const NodeId producer = graph.value(in).producer;
-    return !producer.valid() || read_backward[in.idx()] || mirrored_node[producer.idx()];
+    return !producer.valid() || read_backward[in.idx()] || chain[producer.idx()] > 0;
   };
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.nodes()[n];
@@ -111,10 +115,15 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
       if (c > 0) level = std::min(level, c);
     }
     if (!any_needed) continue;
+    int32_t longest = 0;
+    for (ValueId in : node.inputs) {
+      if (graph.value(in).producer.valid())
+        longest = std::max(longest, chain[graph.value(in).producer.idx()]);
+    }
     const bool mirrored = options.mirror && is_cheap_op(node.op) && !checkpoint &&
-                          readers <= 1 &&
+                          readers <= 1 && longest < kMirrorChain &&
                           std::all_of(node.inputs.begin(), node.inputs.end(), available);
-    mirrored_node[n] = mirrored;
+    if (mirrored) chain[n] = longest + 1;
     if (options.keep_others && !mirrored) continue;
     kept.level[n] = mirrored ? leaf + 1 : level;
     for (ValueId out : node.outputs) kept.keep[out.idx()] = kept.checkpoint_level[out.idx()] == 0;

@@ -20,8 +20,8 @@
 //    (`levels[k - 1]`) has level k; a mirrored node (is_cheap_op, makes no
 //    checkpoint, its outputs read by at most one forward node, and each of
 //    its inputs a graph input, read by a non-forward node, or made by a
-//    mirrored node) has level L + 2, for L = levels.size(); every other
-//    forward node has level L + 1.
+//    mirrored node, through a chain of at most 4 mirrored nodes) has level
+//    L + 2, for L = levels.size(); every other forward node has level L + 1.
 //    The level-l segment of a forward node is the number of checkpoints of
 //    level <= l made at or before it in the forward order.
 // 3. Rewrite, node by node in the given order: a forward node stays where it
@@ -84,8 +84,9 @@ struct RecomputeOptions {
   std::vector<std::vector<ValueId>> levels;
   // Mirror (MXNet's): the outputs of cheap ops (is_cheap_op) that make no
   // checkpoint, are read by at most one forward node and read only values
-  // that the backward pass reads anyway (or mirrored ones, or graph inputs)
-  // are recomputed for each backward node that reads them rather than stored.
+  // that the backward pass reads anyway (or mirrored ones, at most 4 in a
+  // chain, or graph inputs) are recomputed for each backward node that reads
+  // them rather than stored.
   bool mirror = false;
   // Keep every forward value but the mirrored ones (mirror without a strategy).
   bool keep_others = false;
