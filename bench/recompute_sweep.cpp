@@ -64,7 +64,8 @@ std::vector<int64_t> numbers(const std::string& text) {
 }
 
 [[noreturn]] void usage(const char* problem) {
-  std::fprintf(stderr, "recompute_sweep: %s (see the comment at the top of bench/recompute_sweep.cpp)\n",
+  std::fprintf(stderr,
+               "recompute_sweep: %s (see the comment at the top of bench/recompute_sweep.cpp)\n",
                problem);
   std::exit(2);
 }
@@ -152,9 +153,8 @@ Cell plan_cell(const ModelOptions& model, const Variant& v) {
 double time_steps(const ModelOptions& model, const Variant& v, DataKind data_kind, int threads,
                   int64_t steps) {
   const auto backend = make_cpu_backend(threads);
-  auto program =
-      TrainingProgram::create(model, 1, sgd(), model.batch, *backend, ExecOptions{}, v.recompute,
-                              v.mirror);
+  auto program = TrainingProgram::create(model, 1, sgd(), model.batch, *backend, ExecOptions{},
+                                         v.recompute, v.mirror);
   if (!program) {
     std::fprintf(stderr, "recompute_sweep: %s\n", program.message().c_str());
     std::exit(1);
@@ -175,7 +175,8 @@ double time_steps(const ModelOptions& model, const Variant& v, DataKind data_kin
   for (int64_t s = 0; s <= steps; ++s) {
     const auto start = std::chrono::steady_clock::now();
     if (!(*program)->micro_step(state, batch.feeds(), 1, 1.0f, counters)) std::exit(1);
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (s > 0) seconds.push_back(t);  // step 0 warms up
   }
   std::sort(seconds.begin(), seconds.end());
@@ -235,12 +236,14 @@ struct Sweep {
 };
 
 void print_table(const Sweep& s, const std::vector<Variant>& variants, const Flags& f) {
-  std::printf("\n%s: planned at batch %lld; step time at batch %lld, %d threads (median of %lld)\n\n",
-              s.model.c_str(), static_cast<long long>(f.plan_batch),
-              static_cast<long long>(f.time_batch), f.threads, static_cast<long long>(f.steps));
-  std::printf("| %s | strategy | arena MiB | activation MiB | arena / none | recomputed nodes | "
-              "step s | time / none |\n|---|---|---|---|---|---|---|---|\n",
-              s.axis.c_str());
+  std::printf(
+      "\n%s: planned at batch %lld; step time at batch %lld, %d threads (median of %lld)\n\n",
+      s.model.c_str(), static_cast<long long>(f.plan_batch), static_cast<long long>(f.time_batch),
+      f.threads, static_cast<long long>(f.steps));
+  std::printf(
+      "| %s | strategy | arena MiB | activation MiB | arena / none | recomputed nodes | "
+      "step s | time / none |\n|---|---|---|---|---|---|---|---|\n",
+      s.axis.c_str());
   for (size_t i = 0; i < s.sizes.size(); ++i) {
     const Cell& base = s.cells[i][0];
     for (size_t k = 0; k < variants.size(); ++k) {
@@ -308,13 +311,13 @@ std::string panel(const Sweep& s, const std::vector<Variant>& variants, double x
                     "<circle cx='%.1f' cy='%.1f' r='3' fill='%s'><title>%s %s %lld: %.1f "
                     "MiB</title></circle>\n",
                     px(static_cast<double>(s.sizes[i])), py(mib(s.cells[i][k].activation)), color,
-                    variants[k].label().c_str(), s.axis.c_str(),
-                    static_cast<long long>(s.sizes[i]), mib(s.cells[i][k].activation));
+                    variants[k].label().c_str(), s.axis.c_str(), static_cast<long long>(s.sizes[i]),
+                    mib(s.cells[i][k].activation));
       out += buf;
     }
-    std::snprintf(buf, sizeof buf,
-                  "<text x='%.1f' y='%.1f' font-size='12' fill='%s'>%s</text>\n", x0 + 10,
-                  y0 + 18 + 16.0 * static_cast<double>(k), color, variants[k].label().c_str());
+    std::snprintf(buf, sizeof buf, "<text x='%.1f' y='%.1f' font-size='12' fill='%s'>%s</text>\n",
+                  x0 + 10, y0 + 18 + 16.0 * static_cast<double>(k), color,
+                  variants[k].label().c_str());
     out += buf;
   }
   return out;
@@ -327,7 +330,8 @@ int main(int argc, char** argv) {
   std::vector<Variant> variants;
   for (const std::string& s : f.strategies) variants.push_back({parse_recompute(s).value(), false});
   if (f.mirror) {
-    for (const std::string& s : f.strategies) variants.push_back({parse_recompute(s).value(), true});
+    for (const std::string& s : f.strategies)
+      variants.push_back({parse_recompute(s).value(), true});
   }
   if (!f.chain.empty()) print_chain(f, variants);
   std::vector<Sweep> sweeps;
@@ -368,8 +372,9 @@ int main(int argc, char** argv) {
   }
   if (!f.svg.empty()) {
     const double w = 460, h = 300;
-    std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='1100' height='400' "
-                      "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
+    std::string svg =
+        "<svg xmlns='http://www.w3.org/2000/svg' width='1100' height='400' "
+        "font-family='sans-serif'>\n<rect width='100%' height='100%' fill='white'/>\n";
     for (size_t i = 0; i < sweeps.size(); ++i) {
       svg += panel(sweeps[i], variants, 70 + 540 * static_cast<double>(i), 40, w, h);
     }
