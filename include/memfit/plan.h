@@ -29,6 +29,7 @@ struct PlanRequest {
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
   double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
+  bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
 };
 
 // The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
@@ -86,7 +87,9 @@ struct PlanReport {
 // Builds the step graph of `request` as training does (with accumulate > 1,
 // the micro-batch that applies the update, which holds all the other one
 // holds and more), sizes it for the backend, and plans it. An arena over a
-// non-zero budget is an error that names the smallest arena this plan reaches.
+// non-zero budget is an error that names the smallest arena any recompute
+// strategy reaches, with or without mirror (the smallest budget that can be
+// met), and the flags that reach it.
 Result<PlanReport> plan_training_step(const PlanRequest& request);
 
 // The largest batch whose step fits request.budget (which must be > 0) under

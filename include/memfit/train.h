@@ -34,9 +34,11 @@ enum class Recompute {
            // smallest arena (or, under a memory budget, the least recomputation that fits)
   optimal,  // dynamic programming over the chain of blocks: least predicted recompute time
   milp,     // Checkmate-style integer program (CBC), for small graphs of any shape
+  // Chen's recursion: checkpoints nested in log2(n) levels, O(log n) memory
+  recursive,
 };
 std::string_view recompute_name(Recompute recompute);
-// none, sqrt, budget, optimal or milp.
+// none, sqrt, budget, optimal, milp or recursive.
 Result<Recompute> parse_recompute(std::string_view text);
 std::vector<std::string> recompute_names();
 
@@ -84,6 +86,7 @@ struct TrainOptions {
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
   double link_gbps = 0;     // the copy engine's bandwidth limit in GB/s; 0: none
+  bool mirror = false;      // also recompute cheap ops for each backward reader (any strategy)
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines

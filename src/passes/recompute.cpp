@@ -1,5 +1,6 @@
 #include "passes/recompute.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/check.h"
@@ -7,33 +8,62 @@
 #include "passes/phase.h"
 
 namespace memfit {
+
+bool is_cheap_op(OpKind op) {
+  switch (op) {
+    case OpKind::relu:
+    case OpKind::gelu:
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::batch_norm:
+    case OpKind::batch_norm_inference:
+    case OpKind::dropout:
+    case OpKind::scale:
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::mul:
+    case OpKind::reshape:
+    case OpKind::transpose:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace {
 
-// Stage 2: which values stay as the forward pass made them.
-Result<std::vector<bool>> kept_values(const Graph& graph, const std::vector<bool>& forward,
-                                      const RecomputeOptions& options) {
+// Stage 2: which values stay as the forward pass made them, and the level of
+// every forward node (0 for nodes that are never cloned).
+struct Kept {
+  std::vector<bool> keep;      // by value
+  std::vector<int32_t> level;  // by node
+  // checkpoint_level[v]: the level of checkpoint v (0 for `keep`), -1 if none.
+  std::vector<int32_t> checkpoint_level;
+};
+
+Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
+                         const RecomputeOptions& options) {
   // Values the forward pass itself needs: read by a forward node, returned,
-  // or carried to the next step.
+  // or carried to the next step; and how many forward nodes read each.
   std::vector<bool> needed(graph.num_values(), false);
+  std::vector<bool> read_backward(graph.num_values(), false);  // by a non-forward node
+  std::vector<int32_t> forward_readers(graph.num_values(), 0);
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
-    if (!forward[n]) continue;
-    for (ValueId in : graph.nodes()[n].inputs) needed[in.idx()] = true;
+    for (ValueId in : graph.nodes()[n].inputs) {
+      if (!forward[n]) {
+        read_backward[in.idx()] = true;
+        continue;
+      }
+      needed[in.idx()] = true;
+      ++forward_readers[in.idx()];
+    }
   }
   for (ValueId v : graph.outputs()) needed[v.idx()] = true;
   for (const StateUpdate& u : graph.updates()) needed[u.next.idx()] = true;
 
-  std::vector<bool> keep(graph.num_values(), true);
-  for (size_t n = 0; n < graph.num_nodes(); ++n) {
-    const Node& node = graph.nodes()[n];
-    if (!forward[n]) continue;
-    bool any_needed = false;
-    for (ValueId out : node.outputs) any_needed = any_needed || needed[out.idx()];
-    if (!any_needed) continue;
-    for (ValueId out : node.outputs) keep[out.idx()] = false;
-  }
-  for (ValueId v : graph.outputs()) keep[v.idx()] = true;
-  for (const StateUpdate& u : graph.updates()) keep[u.next.idx()] = true;
-  for (ValueId v : options.keep) {
+  Kept kept;
+  kept.checkpoint_level.assign(graph.num_values(), -1);
+  auto mark = [&](ValueId v, int32_t level) -> Status {
     if (!v.valid() || v.idx() >= graph.num_values()) {
       return Status::error("a checkpoint is not a value of the graph");
     }
@@ -41,9 +71,85 @@ Result<std::vector<bool>> kept_values(const Graph& graph, const std::vector<bool
     if (!value.producer.valid() || !forward[value.producer.idx()]) {
       return Status::error("checkpoint '" + value.name + "' is not an output of a forward node");
     }
-    keep[v.idx()] = true;
+    if (kept.checkpoint_level[v.idx()] >= 0) {
+      return Status::error("checkpoint '" + value.name + "' is listed twice");
+    }
+    kept.checkpoint_level[v.idx()] = level;
+    return Status::ok();
+  };
+  for (ValueId v : options.keep) MEMFIT_RETURN_IF_ERROR(mark(v, 0));
+  for (size_t k = 0; k < options.levels.size(); ++k) {
+    for (ValueId v : options.levels[k])
+      MEMFIT_RETURN_IF_ERROR(mark(v, static_cast<int32_t>(k + 1)));
   }
-  return keep;
+
+  const auto leaf = static_cast<int32_t>(options.levels.size()) + 1;
+  kept.keep.assign(graph.num_values(), true);
+  kept.level.assign(graph.num_nodes(), 0);
+  // A mirrored clone must not keep alive a value that would die in the
+  // forward pass: each input of a mirrored node is a graph input, read by the
+  // backward pass anyway, or made by a mirrored node (decided before it, in
+  // the forward order). chain[n]: the most mirrored nodes a clone of n
+  // recomputes, itself included (0: not mirrored); at most kMirrorChain, so
+  // a reader recomputes a bounded number of cheap ops (a chain of cheap ops
+  // stores every (kMirrorChain + 1)-th value the backward pass reads).
+  constexpr int32_t kMirrorChain = 4;
+  std::vector<int32_t> chain(graph.num_nodes(), 0);
+  auto available = [&](ValueId in) {
+    const NodeId producer = graph.value(in).producer;
+    return !producer.valid() || read_backward[in.idx()] || chain[producer.idx()] > 0;
+  };
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    const Node& node = graph.nodes()[n];
+    if (!forward[n]) continue;
+    bool any_needed = false;
+    int32_t readers = 0;
+    int32_t level = leaf;
+    bool checkpoint = false;
+    for (ValueId out : node.outputs) {
+      any_needed = any_needed || needed[out.idx()];
+      readers += forward_readers[out.idx()];
+      const int32_t c = kept.checkpoint_level[out.idx()];
+      if (c < 0) continue;
+      checkpoint = true;
+      if (c > 0) level = std::min(level, c);
+    }
+    if (!any_needed) continue;
+    int32_t longest = 0;
+    for (ValueId in : node.inputs) {
+      if (graph.value(in).producer.valid())
+        longest = std::max(longest, chain[graph.value(in).producer.idx()]);
+    }
+    const bool mirrored = options.mirror && is_cheap_op(node.op) && !checkpoint &&
+                          readers <= 1 && longest < kMirrorChain &&
+                          std::all_of(node.inputs.begin(), node.inputs.end(), available);
+    if (mirrored) chain[n] = longest + 1;
+    if (options.keep_others && !mirrored) continue;
+    kept.level[n] = mirrored ? leaf + 1 : level;
+    for (ValueId out : node.outputs) kept.keep[out.idx()] = kept.checkpoint_level[out.idx()] == 0;
+  }
+  for (ValueId v : graph.outputs()) kept.keep[v.idx()] = true;
+  for (const StateUpdate& u : graph.updates()) kept.keep[u.next.idx()] = true;
+  return kept;
+}
+
+// segment[l - 1][n]: the level-l segment of forward node n (l = 1 .. L): the
+// number of checkpoints of level <= l made by n or a forward node before it.
+std::vector<std::vector<int32_t>> segments(const Graph& graph, const std::vector<bool>& forward,
+                                           const Kept& kept, size_t levels) {
+  std::vector<std::vector<int32_t>> segment(levels, std::vector<int32_t>(graph.num_nodes(), 0));
+  for (size_t l = 1; l <= levels; ++l) {
+    int32_t count = 0;
+    for (size_t n = 0; n < graph.num_nodes(); ++n) {
+      if (!forward[n]) continue;
+      for (ValueId out : graph.nodes()[n].outputs) {
+        const int32_t c = kept.checkpoint_level[out.idx()];
+        count += c >= 0 && c <= static_cast<int32_t>(l);
+      }
+      segment[l - 1][n] = count;
+    }
+  }
+  return segment;
 }
 
 }  // namespace
@@ -55,13 +161,27 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   for (size_t n = 0; n < num_nodes; ++n) {
     forward[n] = node_phase(graph, graph.nodes()[n]) == Phase::forward;
   }
-  MEMFIT_ASSIGN_OR_RETURN(const std::vector<bool> keep, kept_values(graph, forward, options));
+  MEMFIT_ASSIGN_OR_RETURN(const Kept kept, kept_values(graph, forward, options));
+  const std::vector<bool>& keep = kept.keep;
+  const size_t levels = options.levels.size();
+  const std::vector<std::vector<int32_t>> segment = segments(graph, forward, kept, levels);
 
   // Stage 3. Clones are appended to `graph` (out of order for now) and take
-  // their place in `order`; clone_of[v] is the clone of a dropped value v.
+  // their place in `order`; clone_of[v] is the latest clone of a dropped value
+  // v, made by the clone of its producer at generation clone_generation[node].
+  // A clone of level k is valid while its generation is at least
+  // invalidated[k]; invalidating a level starts a new generation.
   const size_t num_values = graph.num_values();
   std::vector<ValueId> clone_of(num_values);
-  std::vector<bool> cloned(num_nodes, false);
+  std::vector<int64_t> clone_generation(num_nodes, -1);
+  std::vector<size_t> clones(num_nodes, 0);
+  std::vector<int64_t> invalidated(levels + 3, 0);  // by level 0 .. L + 2
+  int64_t generation = 0;
+  auto invalidate = [&](size_t level) { invalidated[level] = ++generation; };
+  auto valid = [&](NodeId original) {
+    const int64_t made = clone_generation[original.idx()];
+    return made >= 0 && made >= invalidated[static_cast<size_t>(kept.level[original.idx()])];
+  };
   std::vector<NodeId> order;
   order.reserve(num_nodes);
   RecomputeStats counted;
@@ -70,8 +190,9 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
     const NodeId id(static_cast<int32_t>(graph.num_nodes()));
     node.name = graph.unique_node_name(node.name + ".recompute");
     for (ValueId& in : node.inputs) {
-      if (!keep[in.idx()]) in = clone_of[in.idx()];
-      MEMFIT_CHECK(in.valid());
+      if (keep[in.idx()]) continue;
+      MEMFIT_CHECK(valid(graph.value(in).producer));
+      in = clone_of[in.idx()];
     }
     for (ValueId& out : node.outputs) {
       Value value = graph.value(out);
@@ -82,14 +203,16 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
       out = copy;
     }
     graph.add_node_raw(std::move(node));
-    cloned[original.idx()] = true;
+    clone_generation[original.idx()] = generation;
+    counted.most_clones = std::max(counted.most_clones, ++clones[original.idx()]);
     order.push_back(id);
     ++counted.recomputed_nodes;
   };
   // Clones the producer of dropped value `v` and, first, the producers of the
-  // dropped values it reads: a depth-first walk with an explicit stack, since
-  // a segment may be thousands of nodes long. A producer reached twice before
-  // it is cloned (two paths to it) is cloned once.
+  // dropped values it reads that have no valid clone: a depth-first walk with
+  // an explicit stack, since a segment may be thousands of nodes long. A
+  // producer reached twice before it is cloned (two paths to it) is cloned
+  // once. No level is invalidated during a walk.
   std::vector<std::pair<NodeId, size_t>> stack;  // (original node, next input to look at)
   auto materialize = [&](ValueId v) {
     stack.emplace_back(graph.value(v).producer, 0);
@@ -97,24 +220,40 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
       auto& [node, next] = stack.back();
       if (next < graph.node(node).inputs.size()) {
         const ValueId in = graph.node(node).inputs[next++];
-        if (!keep[in.idx()] && !cloned[graph.value(in).producer.idx()]) {
+        if (!keep[in.idx()] && !valid(graph.value(in).producer)) {
           stack.emplace_back(graph.value(in).producer, 0);
         }
         continue;
       }
       const NodeId done = node;
       stack.pop_back();
-      if (!cloned[done.idx()]) clone_node(done);
+      if (!valid(done)) clone_node(done);
+    }
+  };
+  // The context: the segments, by level 1 .. L, of the last dropped value a
+  // non-forward node read. Entering another level-l segment invalidates the
+  // clones of level l + 1.
+  std::vector<int32_t> context(levels, -1);
+  auto enter = [&](NodeId producer) {
+    for (size_t l = 1; l <= levels; ++l) {
+      const int32_t s = segment[l - 1][producer.idx()];
+      if (context[l - 1] == s) continue;
+      context[l - 1] = s;
+      invalidate(l + 1);
     }
   };
   std::vector<bool> redirected(num_values, false);
   for (size_t n = 0; n < num_nodes; ++n) {
     const NodeId id(static_cast<int32_t>(n));
     if (!forward[n]) {
+      // Mirrored clones serve one non-forward node.
+      if (options.mirror) invalidate(levels + 2);
       std::vector<ValueId> inputs = graph.node(id).inputs;
       for (ValueId& in : inputs) {
         if (keep[in.idx()]) continue;
-        if (!cloned[graph.value(in).producer.idx()]) materialize(in);
+        const NodeId producer = graph.value(in).producer;
+        enter(producer);
+        if (!valid(producer)) materialize(in);
         if (!redirected[in.idx()]) ++counted.dropped_values;
         redirected[in.idx()] = true;
         in = clone_of[in.idx()];

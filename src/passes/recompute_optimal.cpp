@@ -222,7 +222,9 @@ Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain
     trial.result.summary.checkpoints = 0;
     for (ValueId v : keep) trial.result.summary.checkpoints += graph_.value(v).producer.valid();
     RecomputeStats stats;
-    MEMFIT_RETURN_IF_ERROR(recompute(trial.result.graph, RecomputeOptions{keep}, &stats).status());
+    RecomputeOptions options;
+    options.keep = keep;
+    MEMFIT_RETURN_IF_ERROR(recompute(trial.result.graph, options, &stats).status());
     trial.result.summary.recomputed_nodes = stats.recomputed_nodes;
     if (stats.recomputed_nodes > 0) {
       trial.recompute_seconds =
@@ -290,15 +292,19 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
 
 Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
                                                size_t memory_budget, const ArenaOf& arena_of,
-                                               const RecomputeCost& cost) {
+                                               const RecomputeCost& cost, bool mirror) {
   const NodeSeconds seconds = cost.seconds ? cost.seconds : roofline_cost();
+  if (mirror && (strategy == Recompute::optimal || strategy == Recompute::milp)) {
+    return Status::error("--mirror combines with none, sqrt, budget and recursive, not with " +
+                         std::string(recompute_name(strategy)));
+  }
   switch (strategy) {
     case Recompute::optimal:
       return apply_optimal(std::move(graph), memory_budget, arena_of, seconds);
     case Recompute::milp:
       return apply_milp(std::move(graph), memory_budget, arena_of, seconds, cost.milp_seconds);
     default:
-      return apply_recompute(std::move(graph), strategy, memory_budget, arena_of);
+      return apply_recompute(std::move(graph), strategy, memory_budget, arena_of, mirror);
   }
 }
 

@@ -112,9 +112,11 @@ struct RecomputeCost {
 };
 
 // apply_recompute for every strategy, with `cost` for optimal and milp.
+// `mirror` combines with none, sqrt, budget and recursive; optimal and milp
+// refuse it (their cost model does not count mirrored clones yet).
 Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
                                                size_t memory_budget, const ArenaOf& arena_of,
-                                               const RecomputeCost& cost);
+                                               const RecomputeCost& cost, bool mirror = false);
 
 // Stage 6.
 Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const ArenaOf& arena_of,

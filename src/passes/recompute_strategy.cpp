@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <optional>
 
 #include "passes/phase.h"
@@ -22,6 +23,8 @@ std::string_view recompute_name(Recompute recompute) {
       return "optimal";
     case Recompute::milp:
       return "milp";
+    case Recompute::recursive:
+      return "recursive";
   }
   return "?";
 }
@@ -30,15 +33,17 @@ std::string_view cost_model_name(CostModel model) {
   return model == CostModel::measured ? "measured" : "roofline";
 }
 
-std::vector<std::string> recompute_names() { return {"none", "sqrt", "budget", "optimal", "milp"}; }
+std::vector<std::string> recompute_names() {
+  return {"none", "sqrt", "budget", "recursive", "optimal", "milp"};
+}
 
 Result<Recompute> parse_recompute(std::string_view text) {
-  for (Recompute r :
-       {Recompute::none, Recompute::sqrt, Recompute::budget, Recompute::optimal, Recompute::milp}) {
+  for (Recompute r : {Recompute::none, Recompute::sqrt, Recompute::budget, Recompute::recursive,
+                      Recompute::optimal, Recompute::milp}) {
     if (recompute_name(r) == text) return r;
   }
   return Status::error("unknown recompute strategy '" + std::string(text) +
-                       "'; use none, sqrt, budget, optimal or milp");
+                       "'; use none, sqrt, budget, recursive, optimal or milp");
 }
 
 namespace {
@@ -117,6 +122,32 @@ GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<Value
   return plan;
 }
 
+NestedCheckpoints recursive_checkpoints(const std::vector<ValueId>& candidates) {
+  NestedCheckpoints nested;
+  // Pieces (lo, hi): candidates lo + 1 .. hi - 1 (1-based) are inside, at
+  // `level`; 0 and n + 1 stand for the start and the end of the forward pass.
+  struct Piece {
+    size_t lo, hi, level;
+  };
+  // First in, first out: level by level, each in the forward order.
+  std::deque<Piece> pieces{{0, candidates.size() + 1, 0}};
+  while (!pieces.empty()) {
+    const Piece p = pieces.front();
+    pieces.pop_front();
+    if (p.hi - p.lo < 2) continue;
+    const size_t mid = (p.lo + p.hi) / 2;
+    if (p.level == 0) {
+      nested.keep.push_back(candidates[mid - 1]);
+    } else {
+      if (nested.levels.size() < p.level) nested.levels.resize(p.level);
+      nested.levels[p.level - 1].push_back(candidates[mid - 1]);
+    }
+    pieces.push_back({p.lo, mid, p.level + 1});
+    pieces.push_back({mid, p.hi, p.level + 1});
+  }
+  return nested;
+}
+
 namespace {
 
 struct Trial {
@@ -127,17 +158,35 @@ struct Trial {
 };
 
 Result<RecomputedGraph> rewrite(const Graph& graph, size_t candidates,
-                                const std::vector<ValueId>& checkpoints) {
-  RecomputedGraph out{graph, {candidates, checkpoints.size(), 0}};
+                                const RecomputeOptions& options) {
+  size_t checkpoints = options.keep.size();
+  for (const auto& level : options.levels) checkpoints += level.size();
+  RecomputedGraph out{graph, {candidates, checkpoints, 0, options.levels.size()}};
   RecomputeStats stats;
-  MEMFIT_RETURN_IF_ERROR(recompute(out.graph, RecomputeOptions{checkpoints}, &stats).status());
+  MEMFIT_RETURN_IF_ERROR(recompute(out.graph, options, &stats).status());
   out.summary.recomputed_nodes = stats.recomputed_nodes;
   return out;
 }
 
+// The graph without recomputation; with mirror, only cheap ops recomputed.
+Result<RecomputedGraph> plain_or_mirror(const Graph& graph, size_t candidates, bool mirror) {
+  if (!mirror) return RecomputedGraph{graph, {candidates, 0, 0, 0}};
+  RecomputeOptions options;
+  options.mirror = true;
+  options.keep_others = true;
+  return rewrite(graph, candidates, options);
+}
+
+RecomputeOptions checkpointed(std::vector<ValueId> keep, bool mirror) {
+  RecomputeOptions options;
+  options.keep = std::move(keep);
+  options.mirror = mirror;
+  return options;
+}
+
 // The budget strategy's search (see the header).
 Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& candidates,
-                                      size_t memory_budget, const ArenaOf& arena_of) {
+                                      size_t memory_budget, const ArenaOf& arena_of, bool mirror) {
   std::vector<Trial> trials;
   auto evaluate = [&](const std::vector<ValueId>& checkpoints, bool plain) -> Status {
     for (const Trial& t : trials) {
@@ -146,9 +195,10 @@ Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& c
     Trial trial;
     trial.plain = plain;
     if (plain) {
-      trial.result = RecomputedGraph{graph, {candidates.size(), 0, 0}};
+      MEMFIT_ASSIGN_OR_RETURN(trial.result, plain_or_mirror(graph, candidates.size(), mirror));
     } else {
-      MEMFIT_ASSIGN_OR_RETURN(trial.result, rewrite(graph, candidates.size(), checkpoints));
+      MEMFIT_ASSIGN_OR_RETURN(trial.result,
+                              rewrite(graph, candidates.size(), checkpointed(checkpoints, mirror)));
       trial.checkpoints = checkpoints;
     }
     MEMFIT_ASSIGN_OR_RETURN(trial.arena, arena_of(trial.result.graph));
@@ -197,15 +247,23 @@ Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& c
 }  // namespace
 
 Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
-                                        const ArenaOf& arena_of) {
-  if (strategy == Recompute::none) return RecomputedGraph{std::move(graph), {}};
+                                        const ArenaOf& arena_of, bool mirror) {
+  if (strategy == Recompute::none && !mirror) return RecomputedGraph{std::move(graph), {}};
   // The cost-driven strategies, with the roofline cost model (src/passes/recompute_optimal.h).
   if (strategy == Recompute::optimal || strategy == Recompute::milp)
-    return apply_recompute_costed(std::move(graph), strategy, memory_budget, arena_of, {});
+    return apply_recompute_costed(std::move(graph), strategy, memory_budget, arena_of, {},
+                                  mirror);
   const std::vector<ValueId> candidates = checkpoint_candidates(graph);
+  if (strategy == Recompute::none) return plain_or_mirror(graph, candidates.size(), mirror);
   if (strategy == Recompute::sqrt)
-    return rewrite(graph, candidates.size(), sqrt_checkpoints(candidates));
-  return search_budget(std::move(graph), candidates, memory_budget, arena_of);
+    return rewrite(graph, candidates.size(), checkpointed(sqrt_checkpoints(candidates), mirror));
+  if (strategy == Recompute::recursive) {
+    NestedCheckpoints nested = recursive_checkpoints(candidates);
+    RecomputeOptions options = checkpointed(std::move(nested.keep), mirror);
+    options.levels = std::move(nested.levels);
+    return rewrite(graph, candidates.size(), options);
+  }
+  return search_budget(std::move(graph), candidates, memory_budget, arena_of, mirror);
 }
 
 }  // namespace memfit

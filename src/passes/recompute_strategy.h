@@ -38,6 +38,17 @@ struct GreedyCheckpoints {
 GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<ValueId>& candidates,
                                      size_t segment_bytes);
 
+// Chen's recursion (section 4.4, with one checkpoint per split: memory
+// log2(n)): the middle candidate is kept from the forward pass (level 0);
+// each half is split again at its middle, one level deeper, until no
+// candidate is left inside a piece. Candidate i of n (1-based) thus gets the
+// level of its node in the balanced binary tree over 1 .. n.
+struct NestedCheckpoints {
+  std::vector<ValueId> keep;                 // level 0
+  std::vector<std::vector<ValueId>> levels;  // levels[k - 1]: level k
+};
+NestedCheckpoints recursive_checkpoints(const std::vector<ValueId>& candidates);
+
 // The arena a step graph would be planned in: the search of the budget
 // strategy compares plans by it.
 using ArenaOf = std::function<Result<size_t>(const Graph&)>;
@@ -45,8 +56,9 @@ using ArenaOf = std::function<Result<size_t>(const Graph&)>;
 // What a strategy did to a step graph.
 struct RecomputeSummary {
   size_t candidates = 0;        // values that cut the forward graph
-  size_t checkpoints = 0;       // of them, those kept
+  size_t checkpoints = 0;       // of them, those kept (at any level)
   size_t recomputed_nodes = 0;  // clones inserted
+  size_t levels = 0;            // nested checkpoint levels below level 0 (recursive)
 };
 
 struct RecomputedGraph {
@@ -69,10 +81,14 @@ struct RecomputedGraph {
 //          whose arena fits, else the smallest arena (which the caller's
 //          budget check then refuses, naming it). Ties go to fewer
 //          recomputed nodes, then to the smaller arena.
+//  recursive: recursive_checkpoints of the candidates, as nested levels.
 //  optimal, milp: src/passes/recompute_optimal.h and recompute_milp.h, with
 //          the roofline cost model (apply_recompute_costed takes another).
-// Cost: none and sqrt O(N + E); budget at most 10 rewrites and 11 calls of arena_of.
+// With `mirror`, every rewrite also recomputes cheap ops (RecomputeOptions::
+// mirror); none with mirror recomputes only those.
+// Cost: none, sqrt and recursive O(N L + E + C) (recompute.h); budget at most
+// 10 rewrites and 11 calls of arena_of.
 Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
-                                        const ArenaOf& arena_of);
+                                        const ArenaOf& arena_of, bool mirror = false);
 
 }  // namespace memfit

@@ -79,6 +79,97 @@ std::string_view phase_name(Phase phase) {
   return "?";
 }
 
+namespace {
+
+// The step graph of `request`, after its recompute strategy, with the
+// executor's own sizes, schedule and plan (no arena allocated, no budget
+// check: the caller compares).
+struct PlannedStep {
+  RecomputeSummary summary;
+  SwapSummary swap;
+  NodeSeconds seconds;            // the request's cost model
+  double forward_seconds = 0;     // of the step before recomputation
+  std::unique_ptr<Executable> prepared;
+};
+
+Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend) {
+  // The micro-batch that applies the update, as TrainingProgram::create builds it.
+  const UpdateMode mode =
+      request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
+  MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(request.model, request.accumulate,
+                                                        request.optimizer, mode, nullptr));
+  PlannedStep planned;
+  planned.seconds = step_cost(graph, backend, request.cost);
+  planned.forward_seconds = graph_seconds(graph, planned.seconds, true);
+  // The budget strategy searches for the least recomputation under the budget.
+  const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(graph), request.recompute, backend, exec,
+                           RecomputeCost{planned.seconds, request.milp_seconds}, request.mirror));
+  planned.summary = recomputed.summary;
+  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
+                                                                request.swap, backend, exec));
+  planned.swap = swapped.summary;
+  // The executor's own sizes, schedule and plan, without allocating the
+  // arena; the caller compares it with the budget.
+  MEMFIT_ASSIGN_OR_RETURN(
+      planned.prepared,
+      Executable::prepare(std::move(swapped.graph), backend,
+                          ExecOptions{request.share, false, 0, request.link_gbps}));
+  return planned;
+}
+
+std::string strategy_flags(Recompute recompute, bool mirror, Swap swap) {
+  return "--recompute " + std::string(recompute_name(recompute)) + (mirror ? " --mirror" : "") +
+         (swap != Swap::none ? " --swap " + std::string(swap_name(swap)) : "");
+}
+
+// The error for a plan of `arena` bytes over request.budget: every strategy,
+// with and without mirror, is planned, and the smallest arena any reaches is
+// named (the smallest budget that can be met), with the flags that reach it.
+Status over_budget(const PlanRequest& request, size_t arena, const Backend& backend) {
+  const auto bytes = [](size_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; };
+  size_t best = arena;
+  Recompute best_recompute = request.recompute;
+  bool best_mirror = request.mirror;
+  // milp is left out of the search: it may take its whole time limit.
+  for (const Recompute recompute : {Recompute::none, Recompute::sqrt, Recompute::budget,
+                                    Recompute::recursive, Recompute::optimal}) {
+    for (bool mirror : {false, true}) {
+      if (recompute == request.recompute && mirror == request.mirror) continue;
+      if (mirror && recompute == Recompute::optimal) continue;  // they do not combine
+      PlanRequest other = request;
+      other.recompute = recompute;
+      other.mirror = mirror;
+      auto planned = plan_step(other, backend);
+      if (!planned) continue;
+      const size_t other_arena = planned->prepared->plan().arena_bytes;
+      if (other_arena < best) {
+        best = other_arena;
+        best_recompute = recompute;
+        best_mirror = mirror;
+      }
+    }
+  }
+  std::string message = "the plan needs " + bytes(arena) + " with " +
+                        strategy_flags(request.recompute, request.mirror, request.swap) +
+                        ", over the budget of " + bytes(request.budget) +
+                        "; the smallest arena this plan reaches is " + std::to_string(arena) +
+                        " bytes; ";
+  if (best <= request.budget) {
+    return Status::error(message + strategy_flags(best_recompute, best_mirror, request.swap) +
+                         " fits in " + bytes(best));
+  }
+  return Status::error(message + "no recompute strategy fits: the smallest arena any reaches is " +
+                       bytes(best) + ", with " +
+                       strategy_flags(best_recompute, best_mirror, request.swap) +
+                       "; give a --budget of at least " + std::to_string(best) +
+                       " bytes, or a smaller --batch");
+}
+
+}  // namespace
+
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
   if (request.model.batch < 1) return Status::error("the batch must be at least 1");
   if (request.accumulate < 1) return Status::error("--accumulate must be at least 1");
@@ -86,25 +177,13 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   if (!backend) {
     return Status::error("unknown backend '" + request.backend + "'; use cpu or reference");
   }
-  // The micro-batch that applies the update, as TrainingProgram::create builds it.
-  const UpdateMode mode =
-      request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  MEMFIT_ASSIGN_OR_RETURN(Graph graph,
-                          build_step_graph(request.model, request.accumulate,
-                                           request.optimizer, mode, nullptr));
-  const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
-  const NodeSeconds seconds = step_cost(graph, *backend, request.cost);
-  const double forward_seconds = graph_seconds(graph, seconds, true);
-  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                          recompute_step_graph(std::move(graph), request.recompute, *backend, exec,
-                                               RecomputeCost{seconds, request.milp_seconds}));
-  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
-                                                                request.swap, *backend, exec));
-  // The executor's own sizes, schedule and plan, without allocating the arena.
-  MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                          Executable::prepare(std::move(swapped.graph), *backend, exec));
-  const Graph& g = prepared->graph();
-  const MemoryPlan& plan = prepared->plan();
+  MEMFIT_ASSIGN_OR_RETURN(PlannedStep planned, plan_step(request, *backend));
+  const RecomputeSummary& summary = planned.summary;
+  const Graph& g = planned.prepared->graph();
+  const MemoryPlan& plan = planned.prepared->plan();
+  if (request.budget > 0 && plan.arena_bytes > request.budget) {
+    return over_budget(request, plan.arena_bytes, *backend);
+  }
 
   PlanReport report;
   report.arena_bytes = plan.arena_bytes;
@@ -113,25 +192,25 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.no_sharing_bytes = plan.no_sharing_bytes;
   report.by_role = public_roles(plan.by_role);
   report.num_nodes = g.num_nodes();
-  report.checkpoint_candidates = recomputed.summary.candidates;
-  report.checkpoints = recomputed.summary.checkpoints;
-  report.recomputed_nodes = recomputed.summary.recomputed_nodes;
-  report.swap_candidates = swapped.summary.candidates;
-  report.swapped_values = swapped.summary.swapped_values;
-  report.swapped_bytes = swapped.summary.swapped_bytes;
+  report.checkpoint_candidates = summary.candidates;
+  report.checkpoints = summary.checkpoints;
+  report.recomputed_nodes = summary.recomputed_nodes;
+  report.swap_candidates = planned.swap.candidates;
+  report.swapped_values = planned.swap.swapped_values;
+  report.swapped_bytes = planned.swap.swapped_bytes;
   // Compute nodes take the cost model's seconds; copies take bytes over the
   // link on their own stream.
   std::vector<double> node_seconds = predicted_node_seconds(g, cpu_machine(request.link_gbps));
   for (size_t i = 0; i < g.num_nodes(); ++i) {
     const Node& node = g.nodes()[i];
-    if (!op_info(node.op).copy) node_seconds[i] = seconds(g, node);
+    if (!op_info(node.op).copy) node_seconds[i] = planned.seconds(g, node);
   }
   report.predicted_step_seconds = predicted_step_seconds(g, node_seconds);
   // Without clones the difference is only rounding (the schedule may sum in another order).
   report.predicted_recompute_seconds =
-      recomputed.summary.recomputed_nodes == 0
+      summary.recomputed_nodes == 0
           ? 0.0
-          : std::max(0.0, graph_seconds(g, seconds, true) - forward_seconds);
+          : std::max(0.0, graph_seconds(g, planned.seconds, true) - planned.forward_seconds);
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);

@@ -347,9 +347,10 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   }
   out += format("  %-20s %12zu\n", "nodes", report.num_nodes);
   out += format("  %-20s %12s\n", "heap algorithm", report.algorithm.c_str());
-  out +=
-      format("  %-20s %12s\n", "recompute", std::string(recompute_name(request.recompute)).c_str());
-  if (request.recompute != Recompute::none) {
+  out += format(
+      "  %-20s %12s\n", "recompute",
+      (std::string(recompute_name(request.recompute)) + (request.mirror ? "+mirror" : "")).c_str());
+  if (request.recompute != Recompute::none || request.mirror) {
     out += format("  %-20s %12zu of %zu candidates\n", "checkpoints", report.checkpoints,
                   report.checkpoint_candidates);
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
@@ -390,6 +391,7 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
       format("  \"num_nodes\": %zu,\n  \"peak_step\": %d,\n", report.num_nodes, report.peak_step);
   out += "  \"algorithm\": " + json_string(report.algorithm) + ",\n";
   out += "  \"recompute\": " + json_string(recompute_name(request.recompute)) + ",\n";
+  out += format("  \"mirror\": %s,\n", request.mirror ? "true" : "false");
   out += "  \"swap\": " + json_string(swap_name(request.swap)) + ",\n";
   out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
                 request.link_gbps, report.swap_candidates, report.swapped_values);

@@ -150,7 +150,8 @@ Result<TrainReport> train(const TrainOptions& options,
       auto program,
       TrainingProgram::create(options.model, options.accumulate, options.optimizer, eval_batch,
                               *backend, ExecOptions{options.plan, options.poison, 0, options.link_gbps},
-                              options.recompute, options.cost, options.milp_seconds, options.swap));
+                              options.recompute, options.cost, options.milp_seconds, options.swap,
+                              options.mirror));
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
   if (options.model.batch * options.accumulate > data->train_count()) {
     return Status::error("--batch times --accumulate exceeds the " +
@@ -160,10 +161,11 @@ Result<TrainReport> train(const TrainOptions& options,
              static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
   log(format("model %s: %zu nodes per step; kernels: %s", options.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
-  if (options.recompute != Recompute::none) {
+  if (options.recompute != Recompute::none || options.mirror) {
     const RecomputeSummary& r = program->recompute_summary();
-    log(format("recompute %s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
-               std::string(recompute_name(options.recompute)).c_str(), r.checkpoints, r.candidates,
+    log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
+               std::string(recompute_name(options.recompute)).c_str(),
+               options.mirror ? " with mirror" : "", r.checkpoints, r.candidates,
                r.recomputed_nodes));
   }
   if (options.swap != Swap::none) {

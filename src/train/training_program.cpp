@@ -33,13 +33,13 @@ uint64_t name_hash(const std::string& name) {
 
 Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
                                              const Backend& backend, const ExecOptions& exec,
-                                             const RecomputeCost& cost) {
+                                             const RecomputeCost& cost, bool mirror) {
   const ExecOptions planning{exec.share, false, 0};
   auto arena_of = [&](const Graph& graph) -> Result<size_t> {
     MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, planning));
     return prepared->plan().arena_bytes;
   };
-  return apply_recompute_costed(std::move(step), recompute, exec.budget, arena_of, cost);
+  return apply_recompute_costed(std::move(step), recompute, exec.budget, arena_of, cost, mirror);
 }
 
 NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model) {
@@ -56,7 +56,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
     int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
-    CostModel cost, double milp_seconds, Swap swap) {
+    CostModel cost, double milp_seconds, Swap swap, bool mirror) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
@@ -77,7 +77,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   }
   MEMFIT_ASSIGN_OR_RETURN(
       RecomputedGraph recomputed,
-      recompute_step_graph(std::move(apply), recompute, backend, exec, recompute_cost));
+      recompute_step_graph(std::move(apply), recompute, backend, exec, recompute_cost, mirror));
   program->recompute_summary_ = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
                           swap_step_graph(std::move(recomputed.graph), swap, backend, exec));
@@ -89,7 +89,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
                                                         UpdateMode::accumulate, &built));
     MEMFIT_ASSIGN_OR_RETURN(
         RecomputedGraph recomputed_acc,
-        recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost));
+        recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost, mirror));
     MEMFIT_ASSIGN_OR_RETURN(
         SwappedGraph swapped_acc,
         swap_step_graph(std::move(recomputed_acc.graph), swap, backend, exec));

@@ -28,10 +28,11 @@ Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
 // budget strategy compares its candidate plans by the arena that `backend`
 // plans for them with exec's sharing; exec's budget is the memory budget.
 // optimal and milp minimize the predicted times of `cost` (its seconds
-// empty: roofline).
+// empty: roofline); `mirror`: cheap ops are recomputed too
+// (RecomputeOptions::mirror).
 Result<RecomputedGraph> recompute_step_graph(Graph step, Recompute recompute,
                                              const Backend& backend, const ExecOptions& exec,
-                                             const RecomputeCost& cost = {});
+                                             const RecomputeCost& cost = {}, bool mirror = false);
 
 // The node times of `model`'s predictions for `step`: roofline, or measured
 // on `backend` (MeasuredCosts, 3 runs of each distinct node).
@@ -48,7 +49,8 @@ class TrainingProgram {
   // scaled by 1/K) to persistent accumulators, and every K-th one also
   // updates the parameters and clears the accumulators.
   // The evaluation graph is `model` at batch eval_batch. The step graphs
-  // recompute activations as `recompute` says, then swap them as `swap` says.
+  // recompute activations as `recompute` says (and cheap ops with `mirror`),
+  // then swap them as `swap` says.
   static Result<std::unique_ptr<TrainingProgram>> create(const ModelOptions& model,
                                                          int64_t accumulate,
                                                          const OptimizerConfig& optimizer,
@@ -57,7 +59,8 @@ class TrainingProgram {
                                                          Recompute recompute = Recompute::none,
                                                          CostModel cost = CostModel::roofline,
                                                          double milp_seconds = 30,
-                                                         Swap swap = Swap::none);
+                                                         Swap swap = Swap::none,
+                                                         bool mirror = false);
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.

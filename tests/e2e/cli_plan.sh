@@ -33,7 +33,8 @@ arena=$(number arena_bytes)
 "$memfit" plan --model lenet --batch 64 --budget "$arena" >/dev/null || fail "budget = arena failed"
 out=$("$memfit" plan --model lenet --batch 64 --budget $((arena - 1)) 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "budget under the arena exited $rc, not 1"
-grep -q "smallest arena this plan reaches is $arena" <<<"$out" || fail "no smallest arena: $out"
+# lenet gains nothing from recomputation: its own arena is the smallest of any strategy.
+grep -q "smallest arena any reaches is .* ($arena bytes)" <<<"$out" || fail "no smallest arena: $out"
 out=$("$memfit" plan --model lenet --batch 64 --budget 1KiB 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "--budget 1KiB exited $rc, not 1"
 grep -q "smallest arena" <<<"$out" || fail "--budget 1KiB: no smallest arena: $out"
@@ -65,6 +66,24 @@ json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 
        --recompute budget)
 grep -q '"recompute": "budget",' <<<"$json" || fail "no recompute key: $json"
 [ "$(number arena_bytes)" -lt "$plain" ] || fail "--recompute budget did not shrink $plain: $json"
+# recursive and mirror shrink it too, and say so.
+for args in "--recompute recursive" "--mirror" "--recompute recursive --mirror"; do
+  json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json $args) ||
+    fail "$args exited $?"
+  [ "$(number arena_bytes)" -lt "$plain" ] || fail "$args did not shrink $plain: $json"
+  [ "$(number recomputed_nodes)" -gt 0 ] || fail "$args recomputed nothing: $json"
+done
+grep -q '"mirror": true,' <<<"$json" || fail "no mirror key: $json"
+# A budget no strategy meets names the smallest one that can be met; that one is met.
+out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget 1MiB 2>&1)
+rc=$?
+[ "$rc" -eq 1 ] || fail "--budget 1MiB exited $rc, not 1"
+least=$(sed -n 's/.*give a --budget of at least \([0-9]*\) bytes.*/\1/p' <<<"$out")
+[ -n "$least" ] || fail "--budget 1MiB does not name the smallest budget: $out"
+flags=$(sed -n 's/.*reaches is .*, with \(--recompute [a-z]*\( --mirror\)\{0,1\}\);.*/\1/p' <<<"$out")
+[ -n "$flags" ] || fail "--budget 1MiB does not name the strategy: $out"
+"$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget "$least" \
+  $flags >/dev/null || fail "--budget $least $flags (the smallest named) failed"
 
 # optimal: predicted seconds in the table and the JSON; measured costs by default.
 out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --recompute optimal) ||

@@ -93,19 +93,24 @@ void add_model_options(CLI::App* cmd, memfit::ModelOptions& model) {
       "same numbers as another framework)");
 }
 
-// --recompute, shared by train and plan; the strategy is parsed once the
-// flags have been checked against the list.
-void add_recompute_option(CLI::App* cmd, std::string& strategy) {
+// --recompute and --mirror, shared by train and plan; the strategy is parsed
+// once the flags have been checked against the list.
+void add_recompute_option(CLI::App* cmd, std::string& strategy, bool& mirror) {
   cmd->add_option(
          "--recompute", strategy,
          "recompute activations in the backward pass instead of keeping them: none, "
-         "sqrt (a checkpoint every sqrt(n) blocks) or budget (Chen's greedy plan, "
-         "searched for the smallest arena or, under --budget, the least recomputation that fits), "
+         "sqrt (a checkpoint every sqrt(n) blocks), budget (Chen's greedy plan, "
+         "searched for the smallest arena or, under --budget, the least recomputation that "
+         "fits), recursive (checkpoints nested in log2(n) levels: O(log n) memory), "
          "optimal (dynamic programming over the chain of blocks: the least predicted recompute "
          "time that fits --budget, or sqrt's arena) or milp (an integer program solved by CBC, "
          "for small graphs of any shape)")
       ->check(CLI::IsMember(memfit::recompute_names()))
       ->capture_default_str();
+  cmd->add_flag("--mirror", mirror,
+                "also recompute the outputs of cheap ops (activations, batch norm, dropout, "
+                "scale, add, mul, reshape, transpose) for each backward reader; with any "
+                "--recompute, or alone");
 }
 
 // --cost and --milp-seconds, shared by train and plan.
@@ -252,7 +257,7 @@ int main(int argc, char** argv) {
   cmd->add_flag("--no-plan", no_plan, "give every value its own memory instead of the planned sharing");
   cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
   std::string train_recompute = "none";
-  add_recompute_option(cmd, train_recompute);
+  add_recompute_option(cmd, train_recompute, train.mirror);
   std::string train_cost;
   add_cost_options(cmd, train_cost, train.milp_seconds);
   std::string train_swap = "none";
@@ -287,7 +292,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   plan_cmd
       ->add_option("--budget", plan_flags.budget,
-                   "largest arena allowed, e.g. 8MiB or 1.5GB; exit 1 when the plan needs more")
+                   "largest arena allowed, e.g. 8MiB or 1.5GB; exit 1 when the plan needs more "
+                   "(the message names the smallest arena any --recompute strategy reaches)")
       ->check(CLI::Validator(
           [](std::string& text) {
             auto bytes = memfit::parse_bytes(text);
@@ -297,7 +303,7 @@ int main(int argc, char** argv) {
           },
           "BYTES"));
   std::string plan_recompute = "none";
-  add_recompute_option(plan_cmd, plan_recompute);
+  add_recompute_option(plan_cmd, plan_recompute, plan.mirror);
   std::string plan_cost;
   add_cost_options(plan_cmd, plan_cost, plan.milp_seconds);
   std::string plan_swap = "none";
@@ -328,7 +334,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
   std::string max_recompute = "none";
-  add_recompute_option(max_cmd, max_recompute);
+  add_recompute_option(max_cmd, max_recompute, max_request.mirror);
   std::string max_swap = "none";
   add_swap_options(max_cmd, max_swap, max_request.link_gbps);
   max_cmd->add_flag("--no-sharing", max_flags.no_sharing,
