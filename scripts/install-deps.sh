@@ -8,6 +8,7 @@ packages=(
   libcli11-dev              # the command line
   libgtest-dev              # the tests
   coinor-libcbc-dev         # CBC: the MILP solver of --recompute milp (optional)
+  pkg-config                # how CMake finds CBC
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
 )
 sudo=""
