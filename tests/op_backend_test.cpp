@@ -25,6 +25,11 @@ class OpBackendTest : public ::testing::TestWithParam<OpKind> {};
 
 TEST_P(OpBackendTest, CpuMatchesReference) {
   const OpKind op = GetParam();
+  // A lone to_host or swap_wait is no valid plan (the verifier asks for the
+  // pair); the copy ops run in whole step graphs in tests/swap_test.cpp.
+  if (op == OpKind::to_host || op == OpKind::swap_wait) {
+    GTEST_SKIP() << "copy ops are tested in pairs by swap_test";
+  }
   const auto reference = make_reference_backend();
   const auto cpu = make_cpu_backend();
   const auto examples = op_info(op).examples();
