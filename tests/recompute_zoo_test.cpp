@@ -25,14 +25,6 @@ OptimizerConfig sgd() {
   return o;
 }
 
-DataKind data_kind(const std::string& model) {
-  for (const ModelInfo& info : model_infos()) {
-    if (info.name == model) return info.data;
-  }
-  ADD_FAILURE() << "unknown model " << model;
-  return DataKind::images;
-}
-
 struct StepRun {
   float loss = 0;
   StateStore state;
@@ -54,7 +46,7 @@ StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror) {
   run.recomputed_nodes = (*program)->recompute_summary().recomputed_nodes;
   (*program)->init_state(run.state, 7);
   auto data =
-      synthetic_source(data_kind(model.name), (*program)->model(), model.batch, model.batch, 11);
+      synthetic_source(testing::data_kind(model.name), (*program)->model(), model.batch, model.batch, 11);
   EXPECT_TRUE(data.is_ok()) << data.message();
   if (!data) return run;
   Batch batch = Batch::for_model((*program)->model());

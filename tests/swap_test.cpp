@@ -32,13 +32,6 @@ OptimizerConfig sgd() {
   return o;
 }
 
-DataKind data_kind(const std::string& model) {
-  for (const ModelInfo& info : model_infos()) {
-    if (info.name == model) return info.data;
-  }
-  return DataKind::images;
-}
-
 struct StepRun {
   std::vector<float> losses;
   StateStore state;
@@ -65,40 +58,14 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, doubl
   run.arena = exe.plan().arena_bytes;
   run.host = exe.plan().host_bytes;
   (*program)->init_state(run.state, 7);
-  auto data = synthetic_source(data_kind(model.name), (*program)->model(), model.batch * accumulate,
-                               model.batch, 11);
-  EXPECT_TRUE(data.is_ok()) << data.message();
-  if (!data) return run;
-  Batch batch = Batch::for_model((*program)->model());
-  std::vector<int64_t> examples(static_cast<size_t>(model.batch));
-  StepCounters counters;
-  for (int64_t m = 0; m < accumulate; ++m) {
-    std::iota(examples.begin(), examples.end(), m * model.batch);
-    EXPECT_TRUE((*data)->fill(false, examples, batch).is_ok());
-    auto loss = (*program)->micro_step(run.state, batch.feeds(), 3, 1.0f, counters);
-    EXPECT_TRUE(loss.is_ok()) << loss.message();
-    if (loss) run.losses.push_back(*loss);
-  }
+  run.losses = testing::run_synthetic_micro_batches(**program, accumulate, run.state);
   return run;
 }
 
+// Bit-identical losses and state (parameters, gradients, running statistics).
 void expect_identical(const StepRun& expected, const StepRun& actual, const std::string& what) {
-  ASSERT_EQ(expected.losses.size(), actual.losses.size()) << what;
-  for (size_t i = 0; i < expected.losses.size(); ++i) {
-    EXPECT_EQ(testing::as_word(expected.losses[i]), testing::as_word(actual.losses[i])) << what;
-    EXPECT_TRUE(std::isfinite(actual.losses[i])) << what;
-  }
-  ASSERT_EQ(expected.state.tensors().size(), actual.state.tensors().size()) << what;
-  for (const auto& [name, data] : expected.state.tensors()) {
-    const std::vector<float>* other = actual.state.find(name);
-    ASSERT_NE(other, nullptr) << what << ": " << name;
-    ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
-    size_t differing = 0;
-    for (size_t i = 0; i < data.size(); ++i) {
-      differing += testing::as_word(data[i]) != testing::as_word((*other)[i]);
-    }
-    EXPECT_EQ(differing, 0u) << what << ": " << name;
-  }
+  testing::expect_identical_steps(expected.losses, expected.state, actual.losses, actual.state,
+                                  what);
 }
 
 struct Case {

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/random.h"
+#include "train/data_source.h"
 
 namespace memfit::testing {
 
@@ -94,6 +95,54 @@ std::vector<std::vector<float>> run_outputs(Executable& exe, const std::vector<W
   std::vector<std::vector<float>> out;
   for (ValueId v : exe.graph().outputs()) out.push_back(result->outputs.at(exe.graph().value(v).name));
   return out;
+}
+
+DataKind data_kind(const std::string& model) {
+  for (const ModelInfo& info : model_infos()) {
+    if (info.name == model) return info.data;
+  }
+  ADD_FAILURE() << "unknown model " << model;
+  return DataKind::images;
+}
+
+std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t accumulate,
+                                               StateStore& state) {
+  std::vector<float> losses;
+  const Model& model = program.model();
+  const int64_t batch = program.batch();
+  auto data = synthetic_source(data_kind(model.name), model, batch * accumulate, batch, 11);
+  EXPECT_TRUE(data.is_ok()) << data.message();
+  if (!data) return losses;
+  Batch inputs = Batch::for_model(model);
+  std::vector<int64_t> examples(static_cast<size_t>(batch));
+  StepCounters counters;
+  for (int64_t m = 0; m < accumulate; ++m) {
+    std::iota(examples.begin(), examples.end(), m * batch);
+    EXPECT_TRUE((*data)->fill(false, examples, inputs).is_ok());
+    auto loss = program.micro_step(state, inputs.feeds(), 3, 1.0f, counters);
+    EXPECT_TRUE(loss.is_ok()) << loss.message();
+    if (loss) losses.push_back(*loss);
+  }
+  return losses;
+}
+
+void expect_identical_steps(const std::vector<float>& expected_losses, const StateStore& expected,
+                            const std::vector<float>& losses, const StateStore& actual,
+                            const std::string& what) {
+  ASSERT_EQ(expected_losses.size(), losses.size()) << what;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    EXPECT_EQ(as_word(expected_losses[i]), as_word(losses[i])) << what;
+    EXPECT_TRUE(std::isfinite(losses[i])) << what;
+  }
+  ASSERT_EQ(expected.tensors().size(), actual.tensors().size()) << what;
+  for (const auto& [name, data] : expected.tensors()) {
+    const std::vector<float>* other = actual.find(name);
+    ASSERT_NE(other, nullptr) << what << ": " << name;
+    ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
+    size_t differing = 0;
+    for (size_t i = 0; i < data.size(); ++i) differing += as_word(data[i]) != as_word((*other)[i]);
+    EXPECT_EQ(differing, 0u) << what << ": " << name;
+  }
 }
 
 }  // namespace memfit::testing

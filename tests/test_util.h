@@ -11,6 +11,7 @@
 
 #include "ops/op_table.h"
 #include "runtime/executor.h"
+#include "train/training_program.h"
 
 namespace memfit::testing {
 
@@ -73,5 +74,20 @@ inline uint32_t as_word(float f) {
   __builtin_memcpy(&w, &f, sizeof f);
   return w;
 }
+
+// The kind of data zoo model `model` reads (a test failure if unknown).
+DataKind data_kind(const std::string& model);
+
+// Runs `accumulate` micro-batches of `program` on its model's synthetic data
+// (micro-batch m holds examples m B .. m B + B - 1, data seed 11, step seed
+// 3) and returns their losses; failures are test failures.
+std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t accumulate,
+                                               StateStore& state);
+
+// Expects the same losses and state (parameters, optimizer state, running
+// statistics) bit for bit, and finite losses.
+void expect_identical_steps(const std::vector<float>& expected_losses, const StateStore& expected,
+                            const std::vector<float>& losses, const StateStore& actual,
+                            const std::string& what);
 
 }  // namespace memfit::testing

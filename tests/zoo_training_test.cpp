@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "memfit/builder.h"
+#include "test_util.h"
 #include "train/data_source.h"
 #include "train/training_program.h"
 
@@ -32,14 +33,6 @@ OptimizerConfig adamw(float lr) {
   return o;
 }
 
-DataKind data_kind(const std::string& model) {
-  for (const ModelInfo& info : model_infos()) {
-    if (info.name == model) return info.data;
-  }
-  ADD_FAILURE() << "unknown model " << model;
-  return DataKind::images;
-}
-
 float mean(const std::vector<float>& v, size_t begin, size_t end) {
   return std::accumulate(v.begin() + static_cast<std::ptrdiff_t>(begin),
                          v.begin() + static_cast<std::ptrdiff_t>(end), 0.0f) /
@@ -51,7 +44,7 @@ void expect_learns(const Case& c) {
   const auto backend = make_cpu_backend(2);
   auto program = TrainingProgram::create(o, 1, c.optimizer, o.batch, *backend);
   ASSERT_TRUE(program.is_ok()) << program.message();
-  auto data = synthetic_source(data_kind(o.name), (*program)->model(), c.steps * o.batch, o.batch, 9);
+  auto data = synthetic_source(testing::data_kind(o.name), (*program)->model(), c.steps * o.batch, o.batch, 9);
   ASSERT_TRUE(data.is_ok()) << data.message();
   Batch batch = Batch::for_model((*program)->model());
   StateStore state;
