@@ -154,8 +154,8 @@ double time_steps(const ModelOptions& model, const Variant& v, DataKind data_kin
                   int64_t steps) {
   const auto backend = make_cpu_backend(threads);
   auto program = TrainingProgram::create(model, 1, sgd(), model.batch, *backend, ExecOptions{},
-                                         v.recompute, CostModel::roofline, 30, Swap::none,
-                                         v.mirror);
+                                         StepTechniques{.recompute = v.recompute,
+                                                        .mirror = v.mirror});
   if (!program) {
     std::fprintf(stderr, "recompute_sweep: %s\n", program.message().c_str());
     std::exit(1);

@@ -36,7 +36,7 @@ Row run(Swap swap, double link_gbps, int steps, int threads) {
   const auto backend = make_cpu_backend(threads);
   auto program =
       TrainingProgram::create(model, 1, sgd, 32, *backend, ExecOptions{true, false, 0, link_gbps},
-                              Recompute::none, CostModel::roofline, 30, swap)
+                              StepTechniques{.swap = swap})
           .value();
   StateStore state;
   program->init_state(state, 1);
@@ -59,7 +59,7 @@ Row run(Swap swap, double link_gbps, int steps, int threads) {
   row.measured =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   const Graph& g = exe.graph();
-  const StepMachine machine = cpu_machine(link_gbps);
+  const StepMachine machine = step_machine({}, link_gbps);
   std::vector<double> seconds = predicted_node_seconds(g, machine);  // copies: bytes / link
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const OpKind op = g.nodes()[n].op;

@@ -200,8 +200,9 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recomp
                  size_t budget = 0) {
   const auto backend = make_cpu_backend();
   auto program = TrainingProgram::create(model, accumulate, sgd(), 2, *backend,
-                                         ExecOptions{true, true, budget}, recompute,
-                                         CostModel::roofline, kMilpSeconds);
+                                         ExecOptions{true, true, budget},
+                                         StepTechniques{.recompute = recompute,
+                                                        .milp_seconds = kMilpSeconds});
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;

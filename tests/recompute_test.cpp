@@ -50,7 +50,8 @@ struct StepRun {
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recompute) {
   const auto backend = make_cpu_backend();
   auto program = TrainingProgram::create(model, accumulate, sgd(), 2, *backend,
-                                         ExecOptions{true, true, 0}, recompute);
+                                         ExecOptions{true, true, 0},
+                                         StepTechniques{.recompute = recompute});
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;

@@ -34,8 +34,8 @@ struct StepRun {
 StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror) {
   const auto backend = make_cpu_backend(2);
   auto program = TrainingProgram::create(model, 1, sgd(), model.batch, *backend,
-                                         ExecOptions{true, true, 0}, recompute,
-                                         CostModel::roofline, 30, Swap::none, mirror);
+                                         ExecOptions{true, true, 0},
+                                         StepTechniques{.recompute = recompute, .mirror = mirror});
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;

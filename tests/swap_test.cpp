@@ -46,7 +46,8 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, doubl
   const auto backend = make_cpu_backend();
   ExecOptions exec{true, true, 0, link_gbps};
   auto program =
-      TrainingProgram::create(model, accumulate, sgd(), 2, *backend, exec, Recompute::none, CostModel::roofline, 30, swap);
+      TrainingProgram::create(model, accumulate, sgd(), 2, *backend, exec,
+                              StepTechniques{.swap = swap});
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;

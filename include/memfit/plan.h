@@ -30,7 +30,14 @@ struct PlanRequest {
   Swap swap = Swap::none;
   double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
+  bool auto_policy = false;  // --policy auto: keep, recompute or swap per activation, to fit
+                             // `budget` at the least predicted step time (recompute and swap
+                             // must then be none)
 };
+
+// The --policy a request amounts to: auto, none (no sharing), share,
+// recompute, swap, or recompute+swap (both given explicitly).
+std::string_view request_policy(const PlanRequest& request);
 
 // The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
 // is `update` if it is an optimizer update, writes a parameter or optimizer
@@ -74,6 +81,8 @@ struct PlanReport {
   size_t swap_candidates = 0;           // forward activations the backward pass reads again
   size_t swapped_values = 0;            // of them, those swapped to the host pool
   size_t swapped_bytes = 0;             // their bytes
+  size_t recomputed_values = 0;         // auto: activations recomputed rather than kept
+  std::string auto_choice;              // auto: which plan won (src/train/auto_step.h)
   // Predicted by the request's cost model: the whole step (every node, clones
   // included; copies to and from the host on their own stream over the link,
   // src/passes/step_time.h), and the forward work the clones add.

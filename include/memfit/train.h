@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,38 @@ std::string_view swap_name(Swap swap);
 Result<Swap> parse_swap(std::string_view text);
 std::vector<std::string> swap_names();
 
+// The families of memory techniques a step may use (`--policy`), from none to
+// all of them. `recompute` and `swap` take the strategy given by --recompute
+// or --swap (default: budget, the least that fits the memory budget); `auto`
+// chooses for every forward activation the backward pass reads again whether
+// to keep, recompute or swap it (src/train/auto_step.h).
+enum class Policy {
+  none,       // every value in a slice of its own: no sharing
+  share,      // the memory planner's sharing and in-place reuse, nothing else
+  recompute,  // sharing and recomputation
+  swap,       // sharing and swapping to host memory
+  automatic,  // all of them, chosen per activation ("auto")
+};
+std::string_view policy_name(Policy policy);
+// none, share, recompute, swap or auto.
+Result<Policy> parse_policy(std::string_view text);
+std::vector<std::string> policy_names();
+
+// What a step is allowed and asked to do, as the flags resolve it.
+struct Techniques {
+  bool share = true;
+  Recompute recompute = Recompute::none;
+  Swap swap = Swap::none;
+  bool mirror = false;
+  bool automatic = false;  // --policy auto
+};
+// The techniques of `policy` with the strategies given explicitly (nullopt:
+// not given). A strategy outside the policy's family is an error that says
+// which policy allows it; e.g. --policy share --recompute sqrt, or --policy
+// auto with any explicit strategy (auto chooses for itself).
+Result<Techniques> resolve_policy(Policy policy, std::optional<Recompute> recompute,
+                                  std::optional<Swap> swap, bool mirror);
+
 struct TrainOptions {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t epochs = 2;
@@ -87,6 +120,8 @@ struct TrainOptions {
   Swap swap = Swap::none;
   double link_gbps = 0;     // the copy engine's bandwidth limit in GB/s; 0: none
   bool mirror = false;      // also recompute cheap ops for each backward reader (any strategy)
+  bool auto_policy = false;  // --policy auto: keep, recompute or swap per activation
+  size_t budget = 0;         // the largest step arena allowed; 0: no limit
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines

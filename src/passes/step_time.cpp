@@ -7,22 +7,20 @@
 
 namespace memfit {
 
-StepMachine cpu_machine(double link_gbps) {
-  return StepMachine{2e10, 1e10, link_gbps > 0 ? link_gbps * 1e9 : 1e10};
+StepMachine step_machine(const NodeSeconds& compute, double link_gbps) {
+  return StepMachine{compute ? compute : roofline_cost(), link_gbps > 0 ? link_gbps * 1e9 : 1e10};
 }
 
 std::vector<double> predicted_node_seconds(const Graph& graph, const StepMachine& machine) {
   std::vector<double> seconds;
   seconds.reserve(graph.num_nodes());
   for (const Node& node : graph.nodes()) {
-    const Cost cost = op_cost(graph, node);
     if (node.op == OpKind::to_host || node.op == OpKind::to_device) {
-      seconds.push_back(cost.bytes / machine.link_bytes_per_second);
+      seconds.push_back(op_cost(graph, node).bytes / machine.link_bytes_per_second);
     } else if (node.op == OpKind::swap_wait) {
       seconds.push_back(0);
     } else {
-      seconds.push_back(std::max(cost.flops / machine.flops_per_second,
-                                 cost.bytes / machine.memory_bytes_per_second));
+      seconds.push_back(machine.compute(graph, node));
     }
   }
   return seconds;

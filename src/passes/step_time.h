@@ -1,11 +1,9 @@
-// Predicted time of a step, for the swap pass (prefetch distances) and for
-// `memfit maxbatch`: a simple model, kept in this file so that it can later
-// be replaced by the shared cost model (measured kernel times, device specs).
+// Predicted time of a step, for the swap pass (prefetch distances), the swap
+// and auto policies, `memfit plan` and `memfit maxbatch`.
 //
-// A compute node takes max(flops / F, bytes / M) seconds (op_cost: its
-// arithmetic and the bytes it reads and writes; F and M the machine's
-// arithmetic rate and memory bandwidth), or its measured seconds where they
-// are given. A copy (to_host, to_device) takes bytes / L on the copy stream, L
+// A compute node takes the seconds of the shared cost model
+// (src/cost/cost_model.h: the roofline of MachineSpec, or kernel times
+// measured on the backend). A copy (to_host, to_device) takes bytes / L on the copy stream, L
 // the link bandwidth. The step is simulated on two streams as the executor
 // runs it (src/runtime/executor.h): compute nodes one after the other, each
 // after the copies whose outputs it reads; copies in issue order, each
@@ -15,22 +13,22 @@
 
 #include <vector>
 
+#include "cost/cost_model.h"
 #include "memfit/ir.h"
 
 namespace memfit {
 
 struct StepMachine {
-  double flops_per_second = 0;
-  double memory_bytes_per_second = 0;
+  NodeSeconds compute;  // seconds of a compute node
   double link_bytes_per_second = 0;
 };
 
-// The constants used for the CPU backend on a 2-core machine: 2e10 f32
-// flop/s (oneDNN on 2 AVX2 cores, well below peak), 1e10 bytes/s of memory
-// bandwidth, and a link of `link_gbps` GB/s (0: 1e10 bytes/s, memcpy speed).
-StepMachine cpu_machine(double link_gbps);
+// Compute nodes by `compute` (empty: roofline_cost() of the default
+// MachineSpec), and a link of `link_gbps` GB/s (0: 1e10 bytes/s, memcpy
+// speed on this machine).
+StepMachine step_machine(const NodeSeconds& compute, double link_gbps);
 
-// Seconds of each node on its own stream: compute nodes by the rule above,
+// Seconds of each node on its own stream: compute nodes by the cost model,
 // copies by bytes / L, swap_wait 0.
 std::vector<double> predicted_node_seconds(const Graph& graph, const StepMachine& machine);
 

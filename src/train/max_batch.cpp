@@ -81,7 +81,8 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   std::string out = "memfit maxbatch: " + request.model.name + ", budget " +
                     human_bytes(request.budget) + ", sharing " + (request.share ? "on" : "off") +
                     ", recompute " + std::string(recompute_name(request.recompute)) + ", swap " +
-                    std::string(swap_name(request.swap)) + "\n";
+                    std::string(swap_name(request.swap)) +
+                    ", policy " + std::string(request_policy(request)) + "\n";
   out += "  max batch            " + std::to_string(report.max_batch) + "\n";
   out += "  arena                " + human_bytes(p.arena_bytes) + " (" +
          std::to_string(p.arena_bytes) + " bytes)\n";
@@ -89,8 +90,12 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
          std::to_string(p.host_bytes) + " bytes)\n";
   out += "  swapped              " + std::to_string(p.swapped_values) + " values\n";
   out += "  recomputed nodes     " + std::to_string(p.recomputed_nodes) + "\n";
+  if (request.auto_policy) {
+    out += "  auto's plan          " + p.auto_choice + " (" + std::to_string(p.recomputed_values) +
+           " values recomputed, " + std::to_string(p.swapped_values) + " swapped)\n";
+  }
   out += "  step time            " + seconds_text(p.predicted_step_seconds) +
-         " s (predicted by the simple cost model, not measured)\n";
+         " s (predicted by the roofline cost model, not measured)\n";
   out += "  batches planned      " + std::to_string(report.plans) + "\n";
   return out;
 }
@@ -108,6 +113,9 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
   field("sharing", request.share ? "true" : "false");
   field("recompute", quoted(recompute_name(request.recompute)));
   field("swap", quoted(swap_name(request.swap)));
+  field("policy", quoted(request_policy(request)));
+  field("auto_choice", quoted(p.auto_choice));
+  field("recomputed_values", std::to_string(p.recomputed_values));
   field("max_batch", std::to_string(report.max_batch));
   field("arena_bytes", std::to_string(p.arena_bytes));
   field("host_bytes", std::to_string(p.host_bytes));

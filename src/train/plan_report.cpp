@@ -10,6 +10,7 @@
 #include "passes/phase.h"
 #include "ops/op_table.h"
 #include "passes/step_time.h"
+#include "train/auto_step.h"
 #include "train/swap_step.h"
 #include "train/training_program.h"
 
@@ -87,6 +88,7 @@ namespace {
 struct PlannedStep {
   RecomputeSummary summary;
   SwapSummary swap;
+  AutoSummary auto_summary;       // --policy auto
   NodeSeconds seconds;            // the request's cost model
   double forward_seconds = 0;     // of the step before recomputation
   std::unique_ptr<Executable> prepared;
@@ -103,19 +105,19 @@ Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend
   planned.forward_seconds = graph_seconds(graph, planned.seconds, true);
   // The budget strategy searches for the least recomputation under the budget.
   const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
-  MEMFIT_ASSIGN_OR_RETURN(
-      RecomputedGraph recomputed,
-      recompute_step_graph(std::move(graph), request.recompute, backend, exec,
-                           RecomputeCost{planned.seconds, request.milp_seconds}, request.mirror));
-  planned.summary = recomputed.summary;
-  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
-                                                                request.swap, backend, exec));
-  planned.swap = swapped.summary;
+  const StepTechniques techniques{request.recompute, request.mirror,      request.cost,
+                                  request.milp_seconds, request.swap, request.auto_policy};
+  MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten, rewrite_step_graph(std::move(graph), backend,
+                                                                      exec, techniques,
+                                                                      planned.seconds));
+  planned.summary = rewritten.recompute;
+  planned.swap = rewritten.swap;
+  planned.auto_summary = std::move(rewritten.automatic);
   // The executor's own sizes, schedule and plan, without allocating the
   // arena; the caller compares it with the budget.
   MEMFIT_ASSIGN_OR_RETURN(
       planned.prepared,
-      Executable::prepare(std::move(swapped.graph), backend,
+      Executable::prepare(std::move(rewritten.graph), backend,
                           ExecOptions{request.share, false, 0, request.link_gbps}));
   return planned;
 }
@@ -125,47 +127,54 @@ std::string strategy_flags(Recompute recompute, bool mirror, Swap swap) {
          (swap != Swap::none ? " --swap " + std::string(swap_name(swap)) : "");
 }
 
-// The error for a plan of `arena` bytes over request.budget: every strategy,
-// with and without mirror, is planned, and the smallest arena any reaches is
-// named (the smallest budget that can be met), with the flags that reach it.
+std::string request_flags(const PlanRequest& request) {
+  return request.auto_policy ? "--policy auto"
+                             : strategy_flags(request.recompute, request.mirror, request.swap);
+}
+
+// The error for a plan of `arena` bytes over request.budget: every recompute
+// strategy, with and without mirror, is planned (with the request's swap
+// policy; under --policy auto, without swapping and with the budget swap
+// policy), and the smallest arena any reaches is named (the smallest budget
+// that can be met), with the flags that reach it.
 Status over_budget(const PlanRequest& request, size_t arena, const Backend& backend) {
   const auto bytes = [](size_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; };
   size_t best = arena;
-  Recompute best_recompute = request.recompute;
-  bool best_mirror = request.mirror;
+  std::string best_flags = request_flags(request);
+  const std::vector<Swap> swaps =
+      request.auto_policy ? std::vector<Swap>{Swap::none, Swap::budget} : std::vector{request.swap};
   // milp is left out of the search: it may take its whole time limit.
-  for (const Recompute recompute : {Recompute::none, Recompute::sqrt, Recompute::budget,
-                                    Recompute::recursive, Recompute::optimal}) {
-    for (bool mirror : {false, true}) {
-      if (recompute == request.recompute && mirror == request.mirror) continue;
-      if (mirror && recompute == Recompute::optimal) continue;  // they do not combine
-      PlanRequest other = request;
-      other.recompute = recompute;
-      other.mirror = mirror;
-      auto planned = plan_step(other, backend);
-      if (!planned) continue;
-      const size_t other_arena = planned->prepared->plan().arena_bytes;
-      if (other_arena < best) {
-        best = other_arena;
-        best_recompute = recompute;
-        best_mirror = mirror;
+  for (const Swap swap : swaps) {
+    for (const Recompute recompute : {Recompute::none, Recompute::sqrt, Recompute::budget,
+                                      Recompute::recursive, Recompute::optimal}) {
+      for (bool mirror : {false, true}) {
+        if (!request.auto_policy && recompute == request.recompute && mirror == request.mirror) {
+          continue;
+        }
+        if (mirror && recompute == Recompute::optimal) continue;  // they do not combine
+        PlanRequest other = request;
+        other.auto_policy = false;
+        other.recompute = recompute;
+        other.mirror = mirror;
+        other.swap = swap;
+        auto planned = plan_step(other, backend);
+        if (!planned) continue;
+        const size_t other_arena = planned->prepared->plan().arena_bytes;
+        if (other_arena < best) {
+          best = other_arena;
+          best_flags = strategy_flags(recompute, mirror, swap);
+        }
       }
     }
   }
-  std::string message = "the plan needs " + bytes(arena) + " with " +
-                        strategy_flags(request.recompute, request.mirror, request.swap) +
+  std::string message = "the plan needs " + bytes(arena) + " with " + request_flags(request) +
                         ", over the budget of " + bytes(request.budget) +
                         "; the smallest arena this plan reaches is " + std::to_string(arena) +
                         " bytes; ";
-  if (best <= request.budget) {
-    return Status::error(message + strategy_flags(best_recompute, best_mirror, request.swap) +
-                         " fits in " + bytes(best));
-  }
+  if (best <= request.budget) return Status::error(message + best_flags + " fits in " + bytes(best));
   return Status::error(message + "no recompute strategy fits: the smallest arena any reaches is " +
-                       bytes(best) + ", with " +
-                       strategy_flags(best_recompute, best_mirror, request.swap) +
-                       "; give a --budget of at least " + std::to_string(best) +
-                       " bytes, or a smaller --batch");
+                       bytes(best) + ", with " + best_flags + "; give a --budget of at least " +
+                       std::to_string(best) + " bytes, or a smaller --batch");
 }
 
 }  // namespace
@@ -198,14 +207,12 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.swap_candidates = planned.swap.candidates;
   report.swapped_values = planned.swap.swapped_values;
   report.swapped_bytes = planned.swap.swapped_bytes;
+  report.recomputed_values = planned.auto_summary.recomputed_values;
+  report.auto_choice = planned.auto_summary.choice;
   // Compute nodes take the cost model's seconds; copies take bytes over the
   // link on their own stream.
-  std::vector<double> node_seconds = predicted_node_seconds(g, cpu_machine(request.link_gbps));
-  for (size_t i = 0; i < g.num_nodes(); ++i) {
-    const Node& node = g.nodes()[i];
-    if (!op_info(node.op).copy) node_seconds[i] = planned.seconds(g, node);
-  }
-  report.predicted_step_seconds = predicted_step_seconds(g, node_seconds);
+  report.predicted_step_seconds = predicted_step_seconds(
+      g, predicted_node_seconds(g, step_machine(planned.seconds, request.link_gbps)));
   // Without clones the difference is only rounding (the schedule may sum in another order).
   report.predicted_recompute_seconds =
       summary.recomputed_nodes == 0

@@ -356,7 +356,12 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
   out += format("  %-20s %12s\n", "swap", std::string(swap_name(request.swap)).c_str());
-  if (request.swap != Swap::none) {
+  if (request.auto_policy) {
+    out += format("  %-20s %12s  (plan chosen: %s)\n", "policy", "auto", report.auto_choice.c_str());
+    out += format("  %-20s %12zu values, %zu nodes\n", "recomputed", report.recomputed_values,
+                  report.recomputed_nodes);
+  }
+  if (request.swap != Swap::none || request.auto_policy) {
     out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,
                   report.swap_candidates, human_bytes(report.swapped_bytes).c_str());
   }
@@ -364,6 +369,15 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                 report.predicted_step_seconds, std::string(cost_model_name(request.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
   return out;
+}
+
+std::string_view request_policy(const PlanRequest& request) {
+  if (request.auto_policy) return "auto";
+  if (!request.share) return "none";
+  const bool recomputes = request.recompute != Recompute::none || request.mirror;
+  const bool swaps = request.swap != Swap::none;
+  if (recomputes && swaps) return "recompute+swap";
+  return recomputes ? "recompute" : swaps ? "swap" : "share";
 }
 
 std::string plan_report_json(const PlanRequest& request, const PlanReport& report) {
@@ -393,6 +407,9 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += "  \"recompute\": " + json_string(recompute_name(request.recompute)) + ",\n";
   out += format("  \"mirror\": %s,\n", request.mirror ? "true" : "false");
   out += "  \"swap\": " + json_string(swap_name(request.swap)) + ",\n";
+  out += "  \"policy\": " + json_string(request_policy(request)) + ",\n";
+  out += "  \"auto_choice\": " + json_string(report.auto_choice) + ",\n";
+  out += format("  \"recomputed_values\": %zu,\n", report.recomputed_values);
   out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
                 request.link_gbps, report.swap_candidates, report.swapped_values);
   out += format("  \"swapped_bytes\": %zu,\n", report.swapped_bytes);

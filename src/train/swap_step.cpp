@@ -41,15 +41,16 @@ ExecOptions planning_options(const ExecOptions& exec) {
 }  // namespace
 
 Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
-                                    const ExecOptions& exec) {
+                                    const ExecOptions& exec, const NodeSeconds& seconds) {
   MEMFIT_ASSIGN_OR_RETURN(auto prepared,
                           Executable::prepare(graph, backend, planning_options(exec)));
   const Graph& g = prepared->graph();
-  return predicted_step_seconds(g, predicted_node_seconds(g, cpu_machine(exec.link_gbps)));
+  return predicted_step_seconds(
+      g, predicted_node_seconds(g, step_machine(seconds, exec.link_gbps)));
 }
 
 Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
-                                     const ExecOptions& exec) {
+                                     const ExecOptions& exec, const NodeSeconds& seconds) {
   SwappedGraph result;
   if (policy == Swap::none) {
     result.graph = std::move(step);
@@ -58,7 +59,7 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
   const ExecOptions planning = planning_options(exec);
   MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(std::move(step), backend, planning));
   const Graph& ordered = prepared->graph();
-  const StepMachine machine = cpu_machine(exec.link_gbps);
+  const StepMachine machine = step_machine(seconds, exec.link_gbps);
   SwapOptions options;
   options.value_bytes = prepared->sizes().value_bytes;
   options.node_seconds = predicted_node_seconds(ordered, machine);

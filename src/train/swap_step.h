@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "cost/cost_model.h"
 #include "memfit/train.h"
 #include "runtime/executor.h"
 
@@ -23,8 +24,9 @@ struct SwappedGraph {
 
 // `step` (a step graph, recomputed or not) after the swap policy. The graph is
 // first put in the order the executor would run it (Executable::prepare with
-// exec's sharing); node times are predicted by src/passes/step_time.h for a
-// link of exec.link_gbps.
+// exec's sharing); node times are predicted by src/passes/step_time.h with
+// `seconds` for compute nodes (empty: the roofline cost model) and a link of
+// exec.link_gbps.
 //  refcount: the candidates whose idle span covers the peak step of that plan
 //            and whose idle seconds are at least the copy out and back
 //            (2 bytes / link).
@@ -36,11 +38,12 @@ struct SwappedGraph {
 //            the caller's budget check refuses, naming it.
 // Cost: one plan for refcount, about log2(candidates) + 2 plans for budget.
 Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
-                                     const ExecOptions& exec);
+                                     const ExecOptions& exec, const NodeSeconds& seconds = {});
 
 // The predicted seconds of `graph` as the executor would run it (its order
-// after Executable::prepare), by src/passes/step_time.h.
+// after Executable::prepare), by src/passes/step_time.h with `seconds` for
+// compute nodes (empty: roofline).
 Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
-                                    const ExecOptions& exec);
+                                    const ExecOptions& exec, const NodeSeconds& seconds = {});
 
 }  // namespace memfit

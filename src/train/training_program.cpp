@@ -53,10 +53,43 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
   return nullptr;
 }
 
+Result<RewrittenStep> rewrite_step_graph(Graph step, const Backend& backend,
+                                         const ExecOptions& exec,
+                                         const StepTechniques& techniques,
+                                         const NodeSeconds& seconds) {
+  RewrittenStep result;
+  if (techniques.auto_policy) {
+    if (techniques.recompute != Recompute::none || techniques.swap != Swap::none ||
+        techniques.mirror) {
+      return Status::error(
+          "--policy auto chooses recomputation and swapping itself; drop --recompute, --swap "
+          "and --mirror");
+    }
+    MEMFIT_ASSIGN_OR_RETURN(AutoGraph chosen,
+                            auto_step_graph(std::move(step), backend, exec, seconds));
+    result.graph = std::move(chosen.graph);
+    result.recompute = chosen.summary.recompute;
+    result.swap = chosen.summary.swap;
+    result.automatic = std::move(chosen.summary);
+    return result;
+  }
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(step), techniques.recompute, backend, exec,
+                           RecomputeCost{seconds, techniques.milp_seconds}, techniques.mirror));
+  result.recompute = recomputed.summary;
+  MEMFIT_ASSIGN_OR_RETURN(
+      SwappedGraph swapped,
+      swap_step_graph(std::move(recomputed.graph), techniques.swap, backend, exec, seconds));
+  result.graph = std::move(swapped.graph);
+  result.swap = swapped.summary;
+  return result;
+}
+
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
-    int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
-    CostModel cost, double milp_seconds, Swap swap, bool mirror) {
+    int64_t eval_batch, const Backend& backend, const ExecOptions& exec,
+    const StepTechniques& techniques) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
@@ -70,31 +103,25 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
   for (const Value& v : apply.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) program->state_shapes_.emplace_back(v.name, v.type.shape);
   }
-  // Only the cost-driven strategies read node times: measure only for them.
-  RecomputeCost recompute_cost{nullptr, milp_seconds};
-  if (recompute == Recompute::optimal || recompute == Recompute::milp) {
-    recompute_cost.seconds = step_cost(apply, backend, cost);
+  // Measuring node times takes seconds: only the cost-driven choices read them.
+  NodeSeconds seconds;
+  if (techniques.recompute == Recompute::optimal || techniques.recompute == Recompute::milp ||
+      techniques.auto_policy) {
+    seconds = step_cost(apply, backend, techniques.cost);
   }
-  MEMFIT_ASSIGN_OR_RETURN(
-      RecomputedGraph recomputed,
-      recompute_step_graph(std::move(apply), recompute, backend, exec, recompute_cost, mirror));
-  program->recompute_summary_ = recomputed.summary;
-  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
-                          swap_step_graph(std::move(recomputed.graph), swap, backend, exec));
-  program->swap_summary_ = swapped.summary;
+  MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten,
+                          rewrite_step_graph(std::move(apply), backend, exec, techniques, seconds));
+  program->recompute_summary_ = rewritten.recompute;
+  program->swap_summary_ = rewritten.swap;
   MEMFIT_ASSIGN_OR_RETURN(program->apply_,
-                          Executable::compile(std::move(swapped.graph), backend, exec));
+                          Executable::compile(std::move(rewritten.graph), backend, exec));
   if (accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(model, accumulate, optimizer,
                                                         UpdateMode::accumulate, &built));
-    MEMFIT_ASSIGN_OR_RETURN(
-        RecomputedGraph recomputed_acc,
-        recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost, mirror));
-    MEMFIT_ASSIGN_OR_RETURN(
-        SwappedGraph swapped_acc,
-        swap_step_graph(std::move(recomputed_acc.graph), swap, backend, exec));
+    MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
+                            rewrite_step_graph(std::move(acc), backend, exec, techniques, seconds));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
-                            Executable::compile(std::move(swapped_acc.graph), backend, exec));
+                            Executable::compile(std::move(rewritten_acc.graph), backend, exec));
   }
   ModelOptions eval_options = model;
   eval_options.batch = eval_batch;

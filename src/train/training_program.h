@@ -13,6 +13,7 @@
 #include "passes/recompute_optimal.h"
 #include "passes/recompute_strategy.h"
 #include "runtime/executor.h"
+#include "train/auto_step.h"
 #include "train/swap_step.h"
 
 namespace memfit {
@@ -43,24 +44,45 @@ struct StepCounters {
   int64_t optimizer_step = 0;  // optimizer updates so far
 };
 
+// How a step graph is rewritten before it is planned and compiled: the flags
+// --recompute, --mirror, --cost, --milp-seconds, --swap and --policy auto.
+struct StepTechniques {
+  Recompute recompute = Recompute::none;
+  bool mirror = false;
+  CostModel cost = CostModel::roofline;  // whose node times optimal, milp and auto minimize
+  double milp_seconds = 30;
+  Swap swap = Swap::none;
+  bool auto_policy = false;  // keep, recompute or swap per activation (recompute, swap: none)
+};
+
+// A step graph after its rewrites, with what each did.
+struct RewrittenStep {
+  Graph graph;
+  RecomputeSummary recompute;
+  SwapSummary swap;
+  AutoSummary automatic;  // --policy auto only
+};
+
+// `step` (a graph of build_step_graph) after `techniques`: the recompute
+// strategy, then the swap policy (both under exec's budget, sharing and
+// link); or, with auto_policy, auto_step_graph (src/train/auto_step.h).
+// `seconds` are the node times of the cost-driven choices (empty: roofline).
+Result<RewrittenStep> rewrite_step_graph(Graph step, const Backend& backend,
+                                         const ExecOptions& exec,
+                                         const StepTechniques& techniques,
+                                         const NodeSeconds& seconds);
+
 class TrainingProgram {
  public:
   // With accumulate = K > 1, micro-batches add their gradients (of the loss
   // scaled by 1/K) to persistent accumulators, and every K-th one also
   // updates the parameters and clears the accumulators.
-  // The evaluation graph is `model` at batch eval_batch. The step graphs
-  // recompute activations as `recompute` says (and cheap ops with `mirror`),
-  // then swap them as `swap` says.
-  static Result<std::unique_ptr<TrainingProgram>> create(const ModelOptions& model,
-                                                         int64_t accumulate,
-                                                         const OptimizerConfig& optimizer,
-                                                         int64_t eval_batch, const Backend& backend,
-                                                         const ExecOptions& exec = {},
-                                                         Recompute recompute = Recompute::none,
-                                                         CostModel cost = CostModel::roofline,
-                                                         double milp_seconds = 30,
-                                                         Swap swap = Swap::none,
-                                                         bool mirror = false);
+  // The evaluation graph is `model` at batch eval_batch. The step graphs are
+  // rewritten by `techniques` (rewrite_step_graph) under exec's budget.
+  static Result<std::unique_ptr<TrainingProgram>> create(
+      const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
+      int64_t eval_batch, const Backend& backend, const ExecOptions& exec = {},
+      const StepTechniques& techniques = {});
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.

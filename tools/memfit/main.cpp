@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <fstream>
 #include <iostream>
 
@@ -150,6 +151,35 @@ void add_swap_options(CLI::App* cmd, std::string& policy, double& link_gbps) {
       ->check(CLI::NonNegativeNumber);
 }
 
+// --policy, shared by train, plan and maxbatch.
+void add_policy_option(CLI::App* cmd, std::string& policy) {
+  cmd->add_option("--policy", policy,
+                  "the memory techniques a step may use: none (no sharing), share (the "
+                  "planner's sharing only), recompute (sharing and --recompute, default "
+                  "budget), swap (sharing and --swap, default budget) or auto (keep, recompute "
+                  "or swap each activation: the least predicted step time that fits --budget); "
+                  "default: as --recompute, --swap and --mirror say")
+      ->check(CLI::IsMember(memfit::policy_names()));
+}
+
+// The techniques --policy allows, with --recompute, --swap, --mirror and the
+// command's no-sharing flag; an error message when they contradict it.
+memfit::Result<memfit::Techniques> resolve_flags(CLI::App* cmd, const std::string& policy,
+                                                 const std::string& recompute,
+                                                 const std::string& swap, bool mirror,
+                                                 bool no_sharing, const char* no_sharing_flag) {
+  const memfit::Recompute r = memfit::parse_recompute(recompute).value();
+  const memfit::Swap s = memfit::parse_swap(swap).value();
+  if (policy.empty()) return memfit::Techniques{!no_sharing, r, s, mirror, false};
+  const memfit::Policy p = memfit::parse_policy(policy).value();
+  if (no_sharing && p != memfit::Policy::none) {
+    return memfit::Status::error(std::string(no_sharing_flag) + " means --policy none; give one of them");
+  }
+  return memfit::resolve_policy(
+      p, cmd->count("--recompute") > 0 ? std::optional(r) : std::nullopt,
+      cmd->count("--swap") > 0 ? std::optional(s) : std::nullopt, mirror);
+}
+
 // The budget validator of plan and maxbatch.
 CLI::Validator budget_validator() {
   return CLI::Validator(
@@ -262,6 +292,13 @@ int main(int argc, char** argv) {
   add_cost_options(cmd, train_cost, train.milp_seconds);
   std::string train_swap = "none";
   add_swap_options(cmd, train_swap, train.link_gbps);
+  std::string train_policy;
+  add_policy_option(cmd, train_policy);
+  std::string train_budget;
+  cmd->add_option("--budget", train_budget,
+                  "largest step arena allowed, e.g. 2GiB; the recompute, swap and auto "
+                  "choices fit it, and a step that does not is refused before training")
+      ->check(budget_validator());
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
                   "synthetic: N training examples (default 1024)")
@@ -308,6 +345,8 @@ int main(int argc, char** argv) {
   add_cost_options(plan_cmd, plan_cost, plan.milp_seconds);
   std::string plan_swap = "none";
   add_swap_options(plan_cmd, plan_swap, plan.link_gbps);
+  std::string plan_policy;
+  add_policy_option(plan_cmd, plan_policy);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
   plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
@@ -337,6 +376,8 @@ int main(int argc, char** argv) {
   add_recompute_option(max_cmd, max_recompute, max_request.mirror);
   std::string max_swap = "none";
   add_swap_options(max_cmd, max_swap, max_request.link_gbps);
+  std::string max_policy;
+  add_policy_option(max_cmd, max_policy);
   max_cmd->add_flag("--no-sharing", max_flags.no_sharing,
                     "give every value and workspace a slice of its own");
   max_cmd->add_flag("--json", max_flags.json,
@@ -357,11 +398,21 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
 
+  const auto usage_error = [&](const char* command, const memfit::Status& status) {
+    std::fprintf(stderr, "memfit %s: %s\n", command, status.message().c_str());
+    return kUsageError;
+  };
   if (cmd->parsed()) {
-    train.plan = !no_plan;
-    train.recompute = memfit::parse_recompute(train_recompute).value();
+    auto t = resolve_flags(cmd, train_policy, train_recompute, train_swap, train.mirror, no_plan,
+                           "--no-plan");
+    if (!t) return usage_error("train", t.status());
+    train.plan = t->share;
+    train.recompute = t->recompute;
+    train.swap = t->swap;
+    train.mirror = t->mirror;
+    train.auto_policy = t->automatic;
+    train.budget = train_budget.empty() ? 0 : memfit::parse_bytes(train_budget).value();
     train.cost = parse_cost(train_cost, train.recompute);
-    train.swap = memfit::parse_swap(train_swap).value();
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
     if (optimizer == "adamw") {
       train.optimizer.kind = memfit::OptimizerConfig::Kind::adamw;
@@ -372,14 +423,26 @@ int main(int argc, char** argv) {
     return run_train(train);
   }
   if (plan_cmd->parsed()) {
-    plan.recompute = memfit::parse_recompute(plan_recompute).value();
+    auto t = resolve_flags(plan_cmd, plan_policy, plan_recompute, plan_swap, plan.mirror,
+                           plan_flags.no_sharing, "--no-sharing");
+    if (!t) return usage_error("plan", t.status());
+    plan_flags.no_sharing = !t->share;
+    plan.recompute = t->recompute;
+    plan.swap = t->swap;
+    plan.mirror = t->mirror;
+    plan.auto_policy = t->automatic;
     plan.cost = parse_cost(plan_cost, plan.recompute);
-    plan.swap = memfit::parse_swap(plan_swap).value();
     return run_plan(plan, plan_flags);
   }
   if (max_cmd->parsed()) {
-    max_request.recompute = memfit::parse_recompute(max_recompute).value();
-    max_request.swap = memfit::parse_swap(max_swap).value();
+    auto t = resolve_flags(max_cmd, max_policy, max_recompute, max_swap, max_request.mirror,
+                           max_flags.no_sharing, "--no-sharing");
+    if (!t) return usage_error("maxbatch", t.status());
+    max_flags.no_sharing = !t->share;
+    max_request.recompute = t->recompute;
+    max_request.swap = t->swap;
+    max_request.mirror = t->mirror;
+    max_request.auto_policy = t->automatic;
     return run_max_batch(max_request, max_flags);
   }
   if (models_cmd->parsed()) return run_models();
