@@ -217,23 +217,34 @@ Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const Exec
     MEMFIT_ASSIGN_OR_RETURN(auto planned, Executable::prepare(graph, backend, search.planning()));
     return planned->plan().arena_bytes;
   };
-  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                          apply_recompute_costed(step, Recompute::budget, exec.budget, arena_of,
-                                                 RecomputeCost{seconds, 0}));
-  AutoSummary recompute_summary;
-  recompute_summary.choice = "recompute";
-  recompute_summary.recompute = recomputed.summary;
-  MEMFIT_ASSIGN_OR_RETURN(Trial recompute_only, search.finish(std::move(recomputed.graph),
-                                                              std::move(recompute_summary)));
-  if (better(search, recompute_only, *best)) best = std::move(recompute_only);
-  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
-                          swap_step_graph(std::move(step), Swap::budget, backend, exec, seconds));
-  AutoSummary swap_summary;
-  swap_summary.choice = "swap";
-  swap_summary.swap = swapped.summary;
-  MEMFIT_ASSIGN_OR_RETURN(Trial swap_only,
-                          search.finish(std::move(swapped.graph), std::move(swap_summary)));
-  if (better(search, swap_only, *best)) best = std::move(swap_only);
+  for (const bool mirror : {false, true}) {
+    MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
+                            apply_recompute_costed(step, Recompute::budget, exec.budget, arena_of,
+                                                   RecomputeCost{seconds, 0}, mirror));
+    AutoSummary summary;
+    summary.choice = mirror ? "recompute+mirror" : "recompute";
+    summary.recompute = recomputed.summary;
+    MEMFIT_ASSIGN_OR_RETURN(Trial trial,
+                            search.finish(std::move(recomputed.graph), std::move(summary)));
+    if (better(search, trial, *best)) best = std::move(trial);
+  }
+  for (const bool mirror : {false, true}) {
+    RecomputedGraph mirrored{step, {}};
+    if (mirror) {
+      MEMFIT_ASSIGN_OR_RETURN(mirrored, apply_recompute_costed(step, Recompute::none, 0, arena_of,
+                                                               RecomputeCost{seconds, 0}, true));
+    }
+    MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
+                            swap_step_graph(std::move(mirrored.graph), Swap::budget, backend, exec,
+                                            seconds));
+    AutoSummary summary;
+    summary.choice = mirror ? "mirror+swap" : "swap";
+    summary.recompute = mirrored.summary;
+    summary.swap = swapped.summary;
+    MEMFIT_ASSIGN_OR_RETURN(Trial trial,
+                            search.finish(std::move(swapped.graph), std::move(summary)));
+    if (better(search, trial, *best)) best = std::move(trial);
+  }
   best->summary.candidates = candidates;
   return AutoGraph{std::move(best->graph), std::move(best->summary)};
 }

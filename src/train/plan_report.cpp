@@ -172,7 +172,7 @@ Status over_budget(const PlanRequest& request, size_t arena, const Backend& back
                         "; the smallest arena this plan reaches is " + std::to_string(arena) +
                         " bytes; ";
   if (best <= request.budget) return Status::error(message + best_flags + " fits in " + bytes(best));
-  return Status::error(message + "no recompute strategy fits: the smallest arena any reaches is " +
+  return Status::error(message + "no strategy fits: the smallest arena any reaches is " +
                        bytes(best) + ", with " + best_flags + "; give a --budget of at least " +
                        std::to_string(best) + " bytes, or a smaller --batch");
 }

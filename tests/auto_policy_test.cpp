@@ -1,0 +1,245 @@
+// --policy: the flags it allows and refuses; auto's choice per activation of
+// keep, recompute or swap: one training step with it gives the step without
+// it bit for bit (poison mode on), it fits whenever a single family does and
+// is then predicted no slower, and under a slow link it mixes recomputation
+// and swapping to beat both.
+#include "train/auto_step.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "memfit/plan.h"
+#include "test_util.h"
+#include "train/training_program.h"
+
+namespace memfit {
+namespace {
+
+TEST(Policy, NamesRoundTrip) {
+  for (const std::string& name : policy_names()) {
+    auto policy = parse_policy(name);
+    ASSERT_TRUE(policy.is_ok()) << name;
+    EXPECT_EQ(policy_name(*policy), name);
+  }
+  auto unknown = parse_policy("fast");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.message().find("none, share, recompute, swap or auto"), std::string::npos);
+}
+
+TEST(Policy, ResolvesEachFamily) {
+  const auto none = resolve_policy(Policy::none, std::nullopt, std::nullopt, false).value();
+  EXPECT_FALSE(none.share);
+  const auto share = resolve_policy(Policy::share, std::nullopt, std::nullopt, false).value();
+  EXPECT_TRUE(share.share);
+  EXPECT_EQ(share.recompute, Recompute::none);
+  EXPECT_EQ(share.swap, Swap::none);
+  // recompute and swap default to the budget strategies, or take the one given.
+  EXPECT_EQ(resolve_policy(Policy::recompute, std::nullopt, std::nullopt, false)->recompute,
+            Recompute::budget);
+  EXPECT_EQ(resolve_policy(Policy::recompute, Recompute::sqrt, std::nullopt, true)->recompute,
+            Recompute::sqrt);
+  EXPECT_EQ(resolve_policy(Policy::swap, std::nullopt, std::nullopt, false)->swap, Swap::budget);
+  EXPECT_EQ(resolve_policy(Policy::swap, std::nullopt, Swap::refcount, false)->swap,
+            Swap::refcount);
+  // An explicit "none" is no technique, so every policy accepts it.
+  EXPECT_TRUE(resolve_policy(Policy::share, Recompute::none, Swap::none, false).is_ok());
+  const auto automatic =
+      resolve_policy(Policy::automatic, std::nullopt, std::nullopt, false).value();
+  EXPECT_TRUE(automatic.automatic);
+  EXPECT_TRUE(automatic.share);
+}
+
+TEST(Policy, RefusesTechniquesOutsideTheFamily) {
+  struct Refused {
+    Policy policy;
+    std::optional<Recompute> recompute;
+    std::optional<Swap> swap;
+    bool mirror;
+    const char* says;
+  };
+  for (const Refused& r : {
+           Refused{Policy::none, Recompute::sqrt, std::nullopt, false, "--policy recompute"},
+           Refused{Policy::share, std::nullopt, Swap::budget, false, "--policy swap"},
+           Refused{Policy::share, std::nullopt, std::nullopt, true, "--policy recompute"},
+           Refused{Policy::recompute, std::nullopt, Swap::budget, false, "--policy auto"},
+           Refused{Policy::swap, Recompute::sqrt, std::nullopt, false, "--policy auto"},
+           Refused{Policy::swap, std::nullopt, std::nullopt, true, "--policy auto"},
+           Refused{Policy::automatic, Recompute::sqrt, std::nullopt, false, "itself"},
+           Refused{Policy::automatic, Recompute::none, std::nullopt, false, "itself"},
+           Refused{Policy::automatic, std::nullopt, std::nullopt, true, "itself"},
+       }) {
+    auto resolved = resolve_policy(r.policy, r.recompute, r.swap, r.mirror);
+    ASSERT_FALSE(resolved.is_ok()) << policy_name(r.policy);
+    EXPECT_NE(resolved.message().find(r.says), std::string::npos) << resolved.message();
+  }
+}
+
+// resnet-cifar depth 20 at batch 32 (32x32 images): activations dominate its
+// arena, and a step runs in well under a second.
+constexpr ModelOptions kResnet20{.name = "resnet-cifar", .batch = 32, .depth = 20};
+
+PlanRequest request(const ModelOptions& model, size_t budget, double link_gbps) {
+  PlanRequest r;
+  r.model = model;
+  r.budget = budget;
+  r.link_gbps = link_gbps;
+  return r;
+}
+
+size_t share_arena(const ModelOptions& model) {
+  return plan_training_step(request(model, 0, 0)).value().arena_bytes;
+}
+
+TEST(AutoPolicy, KeepsEverythingWhenTheStepFits) {
+  PlanRequest r = request(kResnet20, share_arena(kResnet20), 0);
+  r.auto_policy = true;
+  const PlanReport report = plan_training_step(r).value();
+  EXPECT_EQ(report.auto_choice, "keep");
+  EXPECT_EQ(report.recomputed_nodes, 0u);
+  EXPECT_EQ(report.swapped_values, 0u);
+}
+
+// Half the arena of sharing alone over a 0.3 GB/s link: swapping alone cannot
+// free memory fast enough to fit, recomputation alone fits; auto swaps the
+// activations whose copies hide and recomputes others, and is predicted
+// faster than recomputation alone.
+TEST(AutoPolicy, MixesRecomputationAndSwappingUnderASlowLink) {
+  const size_t budget = share_arena(kResnet20) / 2;
+  PlanRequest r = request(kResnet20, budget, 0.3);
+  r.swap = Swap::budget;
+  EXPECT_FALSE(plan_training_step(r).is_ok()) << "swapping alone was expected not to fit";
+  r.swap = Swap::none;
+  r.recompute = Recompute::budget;
+  const PlanReport recompute_only = plan_training_step(r).value();
+  r.recompute = Recompute::none;
+  r.auto_policy = true;
+  const PlanReport automatic = plan_training_step(r).value();
+  EXPECT_EQ(automatic.auto_choice, "per-tensor");
+  EXPECT_LE(automatic.arena_bytes, budget);
+  EXPECT_GT(automatic.recomputed_values, 0u);
+  EXPECT_GT(automatic.recomputed_nodes, 0u);
+  EXPECT_GT(automatic.swapped_values, 0u);
+  EXPECT_GT(automatic.host_bytes, 0u);
+  EXPECT_LT(automatic.predicted_step_seconds, recompute_only.predicted_step_seconds);
+}
+
+// Whatever single family fits, auto fits too, predicted no slower.
+TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
+  const size_t arena = share_arena(kResnet20);
+  for (const double fraction : {0.7, 0.4}) {
+    for (const double link : {0.0, 0.2}) {
+      const size_t budget = static_cast<size_t>(static_cast<double>(arena) * fraction);
+      const std::string what =
+          "budget " + std::to_string(fraction) + " of sharing alone, link " + std::to_string(link);
+      PlanRequest r = request(kResnet20, budget, link);
+      r.auto_policy = true;
+      auto automatic = plan_training_step(r);
+      r.auto_policy = false;
+      struct Family {
+        Recompute recompute;
+        bool mirror;
+        Swap swap;
+      };
+      for (const Family f : {Family{Recompute::budget, false, Swap::none},
+                             Family{Recompute::budget, true, Swap::none},
+                             Family{Recompute::none, false, Swap::budget},
+                             Family{Recompute::none, true, Swap::budget}}) {
+        r.recompute = f.recompute;
+        r.mirror = f.mirror;
+        r.swap = f.swap;
+        auto family = plan_training_step(r);
+        if (!family) continue;
+        ASSERT_TRUE(automatic.is_ok()) << what << ": " << automatic.message();
+        EXPECT_LE(automatic->arena_bytes, budget) << what;
+        EXPECT_LE(automatic->predicted_step_seconds, family->predicted_step_seconds * (1 + 1e-9))
+            << what << " against " << recompute_name(f.recompute) << (f.mirror ? "+mirror " : " ")
+            << swap_name(f.swap);
+      }
+    }
+  }
+}
+
+struct StepRun {
+  std::vector<float> losses;
+  StateStore state;
+  size_t arena = 0;
+  size_t recomputed = 0;
+  size_t swapped = 0;
+};
+
+// One optimizer step on the cpu backend, poison mode on, the plan verified.
+StepRun one_step(const ModelOptions& model, const ExecOptions& exec, bool automatic) {
+  OptimizerConfig sgd;
+  sgd.lr = 0.1f;
+  const auto backend = make_cpu_backend();
+  auto program = TrainingProgram::create(model, 1, sgd, 2, *backend, exec,
+                                         StepTechniques{.auto_policy = automatic});
+  EXPECT_TRUE(program.is_ok()) << program.message();
+  StepRun run;
+  if (!program) return run;
+  const Executable& exe = (*program)->step_executable();
+  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
+  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
+  run.arena = exe.plan().arena_bytes;
+  run.recomputed = (*program)->recompute_summary().recomputed_nodes;
+  run.swapped = (*program)->swap_summary().swapped_values;
+  (*program)->init_state(run.state, 7);
+  run.losses = testing::run_synthetic_micro_batches(**program, 1, run.state);
+  return run;
+}
+
+TEST(AutoPolicy, MixedStepIsBitIdentical) {
+  const StepRun plain = one_step(kResnet20, ExecOptions{true, true, 0, 0}, false);
+  const size_t budget = share_arena(kResnet20) / 2;
+  const StepRun automatic = one_step(kResnet20, ExecOptions{true, true, budget, 0.3}, true);
+  EXPECT_LE(automatic.arena, budget);
+  EXPECT_GT(automatic.recomputed, 0u);
+  EXPECT_GT(automatic.swapped, 0u);
+  testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,
+                                  "resnet-cifar-20 --policy auto");
+}
+
+// Every zoo model at a small size, under a budget just below its arena of
+// sharing alone (so auto must evict something), at an unlimited and a slow
+// link. lenet is left out: its peak (the first convolution's backward) holds
+// nothing that recomputation or swapping can remove, at any batch.
+class AutoGivesTheSameStep : public ::testing::TestWithParam<ModelOptions> {};
+
+TEST_P(AutoGivesTheSameStep, BitForBit) {
+  const ModelOptions& model = GetParam();
+  const StepRun plain = one_step(model, ExecOptions{true, true, 0, 0}, false);
+  const size_t budget = plain.arena - 1;
+  for (const double link : {0.0, 0.01}) {
+    const std::string what = model.name + " --policy auto --link-gbps " + std::to_string(link);
+    const StepRun automatic = one_step(model, ExecOptions{true, true, budget, link}, true);
+    EXPECT_LE(automatic.arena, budget) << what;
+    EXPECT_GT(automatic.recomputed + automatic.swapped, 0u) << what;
+    testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,
+                                    what);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Zoo, AutoGivesTheSameStep,
+    ::testing::Values(
+        ModelOptions{.name = "mlp", .batch = 256},
+        ModelOptions{.name = "resnet18", .batch = 8, .image_size = 64, .classes = 4, .width = 8},
+        ModelOptions{.name = "resnet50", .batch = 2, .image_size = 64, .classes = 4, .width = 4},
+        ModelOptions{.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 11, .width = 8},
+        ModelOptions{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 2},
+        ModelOptions{.name = "lstm-lm", .batch = 8, .width = 32, .seq_len = 8, .vocab = 50},
+        ModelOptions{.name = "seq2seq", .batch = 8, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+        ModelOptions{.name = "gpt", .batch = 4, .depth = 2, .width = 32, .seq_len = 32, .vocab = 50},
+        ModelOptions{
+            .name = "transformer", .batch = 4, .depth = 1, .width = 32, .seq_len = 16, .vocab = 50},
+        ModelOptions{.name = "unet3d", .batch = 1, .classes = 2, .width = 4, .volume = 16}),
+    [](const ::testing::TestParamInfo<ModelOptions>& info) {
+      std::string name = info.param.name;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+}  // namespace
+}  // namespace memfit
