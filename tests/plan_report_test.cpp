@@ -262,6 +262,25 @@ TEST(PlanTrainingStep, IsWhatTrainingAllocates) {
   }
 }
 
+// oneDNN's workspaces depend on the thread count: the plan at --threads T is
+// what training at --threads T allocates.
+TEST(PlanTrainingStep, PlansForTheTrainingThreadCount) {
+  const ModelOptions model{.name = "resnet18", .batch = 4, .image_size = 32, .classes = 4,
+                           .width = 8};
+  for (int threads : {1, 2}) {
+    PlanRequest request;
+    request.model = model;
+    request.threads = threads;
+    auto report = plan_training_step(request);
+    ASSERT_TRUE(report.is_ok()) << report.message();
+    const auto backend = make_backend("cpu", threads);
+    auto program = TrainingProgram::create(model, 1, request.optimizer, 2, *backend);
+    ASSERT_TRUE(program.is_ok()) << program.message();
+    EXPECT_EQ(report->arena_bytes, (*program)->step_executable().plan().arena_bytes)
+        << threads << " threads";
+  }
+}
+
 // Every model of the zoo, at several batches and both optimizers: the planned
 // arena is within 10% of the lower bound, and sharing beats no sharing.
 TEST(PlanTrainingStep, ZooArenasAreNearTheLowerBound) {

@@ -22,6 +22,8 @@ struct PlanRequest {
   int64_t accumulate = 1;  // micro-batches per optimizer step
   OptimizerConfig optimizer;
   std::string backend = "cpu";  // cpu or reference: whose layouts and workspaces are planned
+  int threads = 0;  // threads of the cpu backend, whose oneDNN workspaces depend on them
+                    // (plan with the count `memfit train --threads` uses); 0: one per core
   size_t budget = 0;            // the largest arena allowed; 0: no limit
   bool share = true;            // false: every value and workspace in a slice of its own
   Recompute recompute = Recompute::none;

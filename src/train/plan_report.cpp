@@ -182,7 +182,7 @@ Status over_budget(const PlanRequest& request, size_t arena, const Backend& back
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
   if (request.model.batch < 1) return Status::error("the batch must be at least 1");
   if (request.accumulate < 1) return Status::error("--accumulate must be at least 1");
-  const auto backend = make_backend(request.backend, 0);
+  const auto backend = make_backend(request.backend, request.threads);
   if (!backend) {
     return Status::error("unknown backend '" + request.backend + "'; use cpu or reference");
   }

@@ -328,6 +328,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
   plan_cmd
+      ->add_option("--threads", plan.threads,
+                   "threads of the cpu backend, whose workspaces depend on them (as train "
+                   "--threads; default: one per core)")
+      ->check(CLI::NonNegativeNumber);
+  plan_cmd
       ->add_option("--budget", plan_flags.budget,
                    "largest arena allowed, e.g. 8MiB or 1.5GB; exit 1 when the plan needs more "
                    "(the message names the smallest arena any --recompute strategy reaches)")
@@ -372,6 +377,11 @@ int main(int argc, char** argv) {
                    "whose layouts and workspaces: cpu or reference")
       ->check(CLI::IsMember({"cpu", "reference"}))
       ->capture_default_str();
+  max_cmd
+      ->add_option("--threads", max_request.threads,
+                   "threads of the cpu backend, whose workspaces depend on them (default: one "
+                   "per core)")
+      ->check(CLI::NonNegativeNumber);
   std::string max_recompute = "none";
   add_recompute_option(max_cmd, max_recompute, max_request.mirror);
   std::string max_swap = "none";
