@@ -98,11 +98,9 @@ std::vector<std::vector<float>> run_outputs(Executable& exe, const std::vector<W
 }
 
 DataKind data_kind(const std::string& model) {
-  for (const ModelInfo& info : model_infos()) {
-    if (info.name == model) return info.data;
-  }
-  ADD_FAILURE() << "unknown model " << model;
-  return DataKind::images;
+  auto info = model_info(model);
+  if (!info) ADD_FAILURE() << info.message();
+  return info ? info->data : DataKind::images;
 }
 
 std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t accumulate,

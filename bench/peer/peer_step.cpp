@@ -41,10 +41,8 @@ namespace {
 constexpr int64_t kBatches = 4;  // distinct synthetic batches, used in turn
 
 DataKind data_kind(const std::string& model) {
-  for (const ModelInfo& info : model_infos()) {
-    if (info.name == model) return info.data;
-  }
-  return DataKind::images;
+  auto info = model_info(model);
+  return info ? info->data : DataKind::images;
 }
 
 // The process's peak resident set: ru_maxrss is in KiB on Linux.

@@ -151,6 +151,8 @@ struct ModelInfo {
 
 // The models this build knows, for `memfit train --model` and `memfit models`.
 std::vector<ModelInfo> model_infos();
+// The zoo's entry for `name`; an unknown name is an error that lists the zoo.
+Result<ModelInfo> model_info(std::string_view name);
 std::vector<std::string> model_names();
 Result<Model> build_model(const ModelOptions& options, bool training);
 

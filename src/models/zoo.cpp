@@ -113,6 +113,15 @@ std::vector<ModelInfo> model_infos() {
   return infos;
 }
 
+Result<ModelInfo> model_info(std::string_view name) {
+  std::string known;
+  for (const ZooEntry& entry : zoo()) {
+    if (entry.info.name == name) return entry.info;
+    known += (known.empty() ? "" : ", ") + entry.info.name;
+  }
+  return Status::error("unknown model '" + std::string(name) + "'; the zoo has " + known);
+}
+
 std::vector<std::string> model_names() {
   std::vector<std::string> names;
   for (const ZooEntry& entry : zoo()) names.push_back(entry.info.name);

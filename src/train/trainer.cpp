@@ -108,12 +108,8 @@ Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
     const int64_t train_count = options.limit > 0 ? options.limit : std::max<int64_t>(1024, per_step);
     const int64_t eval_batch = program.eval_batch();
     const int64_t test_count = std::max<int64_t>(1, 256 / eval_batch) * eval_batch;
-    std::optional<DataKind> kind;
-    for (const ModelInfo& info : model_infos()) {
-      if (info.name == options.model.name) kind = info.data;
-    }
-    if (!kind) return Status::error("unknown model '" + options.model.name + "'");
-    return synthetic_source(*kind, program.model(), train_count, test_count, options.seed);
+    MEMFIT_ASSIGN_OR_RETURN(ModelInfo info, model_info(options.model.name));
+    return synthetic_source(info.data, program.model(), train_count, test_count, options.seed);
   }
   const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
   MEMFIT_ASSIGN_OR_RETURN(ImageDataset train_set, load_fashion_mnist(dir, true));
