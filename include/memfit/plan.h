@@ -28,6 +28,7 @@ struct PlanRequest {
   CostModel cost = CostModel::roofline;  // the predicted times, and what optimal and milp minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
+  TflmsOptions tflms;    // --swap tflms: its knobs
   double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
 };
@@ -74,6 +75,9 @@ struct PlanReport {
   size_t swap_candidates = 0;           // forward activations the backward pass reads again
   size_t swapped_values = 0;            // of them, those swapped to the host pool
   size_t swapped_bytes = 0;             // their bytes
+  size_t swap_ins = 0;                  // to_device copies (one per value unless tflms splits)
+  size_t branch_swaps = 0;              // tflms --swap-branches: values swapped between forward readers
+  size_t trigger_fallbacks = 0;         // tflms chain_rule: swap-ins placed by direct order instead
   // Predicted by the request's cost model: the whole step (every node, clones
   // included; copies to and from the host on their own stream over the link,
   // src/passes/step_time.h), and the forward work the clones add.

@@ -109,7 +109,8 @@ Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend
                            RecomputeCost{planned.seconds, request.milp_seconds}, request.mirror));
   planned.summary = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
-                                                                request.swap, backend, exec));
+                                                                request.swap, backend, exec,
+                                                                request.tflms));
   planned.swap = swapped.summary;
   // The executor's own sizes, schedule and plan, without allocating the
   // arena; the caller compares it with the budget.
@@ -198,6 +199,9 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.swap_candidates = planned.swap.candidates;
   report.swapped_values = planned.swap.swapped_values;
   report.swapped_bytes = planned.swap.swapped_bytes;
+  report.swap_ins = planned.swap.swap_ins;
+  report.branch_swaps = planned.swap.branch_swaps;
+  report.trigger_fallbacks = planned.swap.trigger_fallbacks;
   // Compute nodes take the cost model's seconds; copies take bytes over the
   // link on their own stream.
   std::vector<double> node_seconds = predicted_node_seconds(g, cpu_machine(request.link_gbps));

@@ -56,7 +56,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
     int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
-    CostModel cost, double milp_seconds, Swap swap, bool mirror) {
+    CostModel cost, double milp_seconds, Swap swap, bool mirror,
+    const TflmsOptions& tflms) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
@@ -80,7 +81,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
       recompute_step_graph(std::move(apply), recompute, backend, exec, recompute_cost, mirror));
   program->recompute_summary_ = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
-                          swap_step_graph(std::move(recomputed.graph), swap, backend, exec));
+                          swap_step_graph(std::move(recomputed.graph), swap, backend, exec, tflms));
   program->swap_summary_ = swapped.summary;
   MEMFIT_ASSIGN_OR_RETURN(program->apply_,
                           Executable::compile(std::move(swapped.graph), backend, exec));
@@ -92,7 +93,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
         recompute_step_graph(std::move(acc), recompute, backend, exec, recompute_cost, mirror));
     MEMFIT_ASSIGN_OR_RETURN(
         SwappedGraph swapped_acc,
-        swap_step_graph(std::move(recomputed_acc.graph), swap, backend, exec));
+        swap_step_graph(std::move(recomputed_acc.graph), swap, backend, exec, tflms));
     MEMFIT_ASSIGN_OR_RETURN(program->accumulate_only_,
                             Executable::compile(std::move(swapped_acc.graph), backend, exec));
   }

@@ -60,7 +60,8 @@ class TrainingProgram {
                                                          CostModel cost = CostModel::roofline,
                                                          double milp_seconds = 30,
                                                          Swap swap = Swap::none,
-                                                         bool mirror = false);
+                                                         bool mirror = false,
+                                                         const TflmsOptions& tflms = {});
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.
