@@ -76,8 +76,8 @@ struct PlanReport {
   size_t swapped_values = 0;            // of them, those swapped to the host pool
   size_t swapped_bytes = 0;             // their bytes
   size_t swap_ins = 0;                  // to_device copies (one per value unless tflms splits)
-  size_t branch_swaps = 0;              // tflms --swap-branches: values swapped between forward readers
-  size_t trigger_fallbacks = 0;         // tflms chain_rule: swap-ins placed by direct order instead
+  size_t branch_swaps = 0;       // tflms --swap-branches: values swapped between forward readers
+  size_t trigger_fallbacks = 0;  // tflms chain_rule: swap-ins placed by direct order instead
   // Predicted by the request's cost model: the whole step (every node, clones
   // included; copies to and from the host on their own stream over the link,
   // src/passes/step_time.h), and the forward work the clones add.

@@ -79,8 +79,8 @@ struct TflmsOptions {
   int64_t lb = 1;          // a swap-in starts at least lb nodes before its consumer...
   int64_t ub = 10000;      // ...and at most ub
   TflmsTrigger trigger = TflmsTrigger::chain_rule;
-  bool fuse = false;      // consumers within ub of one trigger share one swap-in
-  bool branches = false;  // also swap forward values between two forward readers
+  bool fuse = false;             // consumers within ub of one trigger share one swap-in
+  bool branches = false;         // also swap forward values between two forward readers
   int64_t branch_threshold = 0;  // ...more than this many positions apart (0: any)
   bool operator==(const TflmsOptions&) const = default;
 };

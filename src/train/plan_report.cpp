@@ -108,9 +108,9 @@ Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend
       recompute_step_graph(std::move(graph), request.recompute, backend, exec,
                            RecomputeCost{planned.seconds, request.milp_seconds}, request.mirror));
   planned.summary = recomputed.summary;
-  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
-                                                                request.swap, backend, exec,
-                                                                request.tflms));
+  MEMFIT_ASSIGN_OR_RETURN(
+      SwappedGraph swapped,
+      swap_step_graph(std::move(recomputed.graph), request.swap, backend, exec, request.tflms));
   planned.swap = swapped.summary;
   // The executor's own sizes, schedule and plan, without allocating the
   // arena; the caller compares it with the budget.

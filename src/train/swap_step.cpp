@@ -50,8 +50,9 @@ Status check_tflms_options(const TflmsOptions& options) {
                          std::to_string(options.n_tensors));
   }
   if (options.lb < 1) {
-    return Status::error("--swap-lb must be at least 1 (a swap-in starts before its consumer), not " +
-                         std::to_string(options.lb));
+    return Status::error(
+        "--swap-lb must be at least 1 (a swap-in starts before its consumer), not " +
+        std::to_string(options.lb));
   }
   if (options.ub < options.lb) {
     return Status::error("--swap-ub (" + std::to_string(options.ub) +
@@ -98,7 +99,8 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
   if (policy != Swap::tflms && !(tflms == TflmsOptions{})) {
     return Status::error(
         "the TFLMS options (--swap-n-tensors, --swap-lb, --swap-ub, --swap-trigger, --swap-fuse, "
-        "--swap-branches, --swap-branch-threshold) apply only to --swap tflms; add it or drop them");
+        "--swap-branches, --swap-branch-threshold) apply only to --swap tflms; add it or drop "
+        "them");
   }
   MEMFIT_RETURN_IF_ERROR(check_tflms_options(tflms));
   if (policy == Swap::none) {

@@ -148,10 +148,10 @@ Result<TrainReport> train(const TrainOptions& options,
   MEMFIT_ASSIGN_OR_RETURN(const int64_t eval_batch, eval_batch_of(options));
   MEMFIT_ASSIGN_OR_RETURN(
       auto program,
-      TrainingProgram::create(options.model, options.accumulate, options.optimizer, eval_batch,
-                              *backend, ExecOptions{options.plan, options.poison, 0, options.link_gbps},
-                              options.recompute, options.cost, options.milp_seconds, options.swap,
-                              options.mirror, options.tflms));
+      TrainingProgram::create(
+          options.model, options.accumulate, options.optimizer, eval_batch, *backend,
+          ExecOptions{options.plan, options.poison, 0, options.link_gbps}, options.recompute,
+          options.cost, options.milp_seconds, options.swap, options.mirror, options.tflms));
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
   if (options.model.batch * options.accumulate > data->train_count()) {
     return Status::error("--batch times --accumulate exceeds the " +

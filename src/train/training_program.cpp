@@ -56,8 +56,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(
     const ModelOptions& model, int64_t accumulate, const OptimizerConfig& optimizer,
     int64_t eval_batch, const Backend& backend, const ExecOptions& exec, Recompute recompute,
-    CostModel cost, double milp_seconds, Swap swap, bool mirror,
-    const TflmsOptions& tflms) {
+    CostModel cost, double milp_seconds, Swap swap, bool mirror, const TflmsOptions& tflms) {
   if (accumulate < 1) return Status::error("--accumulate must be at least 1");
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
   program->batch_ = model.batch;
