@@ -28,7 +28,7 @@ struct PlanRequest {
   CostModel cost = CostModel::roofline;  // the predicted times, and what optimal and milp minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
-  TflmsOptions tflms;    // --swap tflms: its knobs
+  TflmsOptions tflms = {};  // --swap tflms: its knobs
   double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
 };

@@ -110,7 +110,7 @@ struct TrainOptions {
   CostModel cost = CostModel::roofline;  // optimal and milp: whose node times they minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
-  TflmsOptions tflms;       // --swap tflms: its knobs
+  TflmsOptions tflms = {};  // --swap tflms: its knobs
   double link_gbps = 0;     // the copy engine's bandwidth limit in GB/s; 0: none
   bool mirror = false;      // also recompute cheap ops for each backward reader (any strategy)
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/check.h"
 #include "passes/phase.h"
@@ -48,48 +49,55 @@ std::vector<std::vector<int32_t>> gradient_nodes(const Graph& graph, int32_t sta
   return result;
 }
 
-// The forward nodes exactly `hops` forward data edges downstream of `node`
-// (each counted at its shortest distance).
-std::vector<int32_t> downstream(const Context& ctx, int32_t node, int64_t hops) {
-  std::vector<bool> seen(ctx.graph.num_nodes(), false);
+// The gradient nodes, ascending, of the forward nodes exactly `hops` forward
+// data edges downstream of `node` (each node counted at its shortest
+// distance). Only the nodes reached are visited.
+std::vector<int32_t> downstream_gradients(const Context& ctx, int32_t node, int64_t hops) {
+  std::unordered_set<int32_t> seen = {node};
   std::vector<int32_t> frontier = {node};
-  seen[static_cast<size_t>(node)] = true;
   for (int64_t h = 0; h < hops && !frontier.empty(); ++h) {
     std::vector<int32_t> next;
     for (int32_t f : frontier) {
       for (ValueId out : ctx.graph.nodes()[f].outputs) {
         for (int32_t r : ctx.readers[out.idx()]) {
-          if (!ctx.forward[static_cast<size_t>(r)] || seen[static_cast<size_t>(r)]) continue;
-          seen[static_cast<size_t>(r)] = true;
-          next.push_back(r);
+          if (ctx.forward[static_cast<size_t>(r)] && seen.insert(r).second) next.push_back(r);
         }
       }
     }
     frontier = std::move(next);
   }
-  return frontier;
+  std::vector<int32_t> result;
+  for (int32_t f : frontier) {
+    const auto& g = ctx.gradients[static_cast<size_t>(f)];
+    result.insert(result.end(), g.begin(), g.end());
+  }
+  std::sort(result.begin(), result.end());
+  return result;
 }
 
-// Stage 2 for reader c of candidate x: the trigger node, or -1. `fallback`
-// is set when chain_rule found none and direct order did.
-int32_t trigger_of(const Context& ctx, const Candidate& x, int32_t c, bool* fallback) {
+// Stage 2 for reader c of candidate x: the trigger node, or -1. `gradients`:
+// chain_rule's gradient nodes of the ops lb hops downstream of x's producer.
+// `fallback` is set when chain_rule found none and direct order did.
+int32_t trigger_of(const Context& ctx, const Candidate& x, const std::vector<int32_t>& gradients,
+                   int32_t c, bool* fallback) {
   const int64_t lb = ctx.options.lb, ub = ctx.options.ub;
   const bool backward = c >= ctx.start;
   const int32_t lowest = backward ? std::max(ctx.start, x.swap_after + 1) : x.swap_after + 1;
-  if (backward && ctx.options.trigger == TflmsTrigger::chain_rule) {
-    int32_t best = -1;
-    for (int32_t f : downstream(ctx, x.producer, lb)) {
-      for (int32_t g : ctx.gradients[static_cast<size_t>(f)]) {
-        if (g >= lowest && c - g >= lb && c - g <= ub) best = std::max(best, g);
-      }
+  const bool chain_rule = backward && ctx.options.trigger == TflmsTrigger::chain_rule;
+  if (chain_rule) {
+    // The latest gradient node at distance lb or more...
+    auto it = std::upper_bound(gradients.begin(), gradients.end(), static_cast<int64_t>(c) - lb);
+    if (it != gradients.begin()) {
+      const int32_t g = *std::prev(it);
+      // ...if it is valid and within ub.
+      if (g >= lowest && c - g <= ub) return g;
     }
-    if (best >= 0) return best;
   }
   // Direct order: the distance walks from lb to ub; the first t = c - d that
   // is not below `lowest` is valid, and only d = lb can be the first.
   const int64_t t = static_cast<int64_t>(c) - lb;
   if (t < lowest) return -1;
-  if (backward && ctx.options.trigger == TflmsTrigger::chain_rule) *fallback = true;
+  if (chain_rule) *fallback = true;
   return static_cast<int32_t>(t);
 }
 
@@ -165,11 +173,14 @@ TflmsChoice tflms_placements(const Graph& graph, const std::vector<size_t>& valu
     const auto& all = ctx.readers[x.value.idx()];
     const std::vector<int32_t> after(std::upper_bound(all.begin(), all.end(), x.swap_after),
                                      all.end());
+    const std::vector<int32_t> gradients = options.trigger == TflmsTrigger::chain_rule
+                                               ? downstream_gradients(ctx, x.producer, options.lb)
+                                               : std::vector<int32_t>{};
     std::vector<int32_t> triggers;
     size_t fallbacks = 0;
     for (int32_t c : after) {
       bool fallback = false;
-      const int32_t t = trigger_of(ctx, x, c, &fallback);
+      const int32_t t = trigger_of(ctx, x, gradients, c, &fallback);
       if (t < 0) break;
       triggers.push_back(t);
       fallbacks += fallback ? 1 : 0;

@@ -45,8 +45,10 @@
 // Guarantees: placements that satisfy the swap pass's rules (every reader
 // after the swap-out served once, swap-ins after the swap-out); a trigger is
 // always at least lb and at most ub before each reader it serves.
-// Cost: O(N + E) for the correspondence and the readers, plus per candidate
-// O(ub - lb) per reader for direct order and O(E) per lb hop for chain_rule.
+// Cost: O(N + E) for the correspondence and the readers (and the names'
+// lengths), plus per candidate O(1) per reader for direct order; chain_rule
+// adds the nodes and edges within lb hops of the producer, and a binary
+// search per reader.
 #pragma once
 
 #include <cstddef>
