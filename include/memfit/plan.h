@@ -30,6 +30,7 @@ struct PlanRequest {
   CostModel cost = CostModel::roofline;  // the predicted times, and what optimal and milp minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
+  TflmsOptions tflms = {};  // --swap tflms: its knobs
   double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
   bool auto_policy = false;  // --policy auto: keep, recompute or swap per activation, to fit
@@ -85,6 +86,9 @@ struct PlanReport {
   size_t swapped_bytes = 0;             // their bytes
   size_t recomputed_values = 0;         // auto: activations recomputed rather than kept
   std::string auto_choice;              // auto: which plan won (src/train/auto_step.h)
+  size_t swap_ins = 0;                  // to_device copies (one per value unless tflms splits)
+  size_t branch_swaps = 0;       // tflms --swap-branches: values swapped between forward readers
+  size_t trigger_fallbacks = 0;  // tflms chain_rule: swap-ins placed by direct order instead
   // Predicted by the request's cost model: the whole step (every node, clones
   // included; copies to and from the host on their own stream over the link,
   // src/passes/step_time.h), and the forward work the clones add.

@@ -59,9 +59,11 @@ enum class Swap {
              // enough to hide the copy out and back behind compute
   budget,    // the activations with the most bytes x idle seconds first, the fewest
              // that make the arena fit the memory budget (all of them without one)
+  tflms,     // TFLMS (Le et al. 2018): the first n_tensors in producer order, each
+             // swap-in triggered lb..ub nodes before its consumer (TflmsOptions)
 };
 std::string_view swap_name(Swap swap);
-// none, refcount or budget (tflms and auto are not built yet).
+// none, refcount, budget or tflms (auto is not built yet).
 Result<Swap> parse_swap(std::string_view text);
 std::vector<std::string> swap_names();
 
@@ -96,6 +98,28 @@ struct Techniques {
 // auto with any explicit strategy (auto chooses for itself).
 Result<Techniques> resolve_policy(Policy policy, std::optional<Recompute> recompute,
                                   std::optional<Swap> swap, bool mirror);
+// TFLMS's knobs (src/passes/swap_tflms.h); read only by Swap::tflms.
+enum class TflmsTrigger {
+  chain_rule,    // the gradient nodes of the forward op lb hops downstream of the producer
+  direct_order,  // the node lb positions before the consumer in the schedule
+};
+std::string_view tflms_trigger_name(TflmsTrigger trigger);
+// chain_rule or direct_order.
+Result<TflmsTrigger> parse_tflms_trigger(std::string_view text);
+struct TflmsOptions {
+  int64_t n_tensors = -1;  // swap only the first n candidates in producer order; -1: all
+  int64_t lb = 1;          // a swap-in starts at least lb nodes before its consumer...
+  int64_t ub = 10000;      // ...and at most ub
+  TflmsTrigger trigger = TflmsTrigger::chain_rule;
+  bool fuse = false;             // consumers within ub of one trigger share one swap-in
+  bool branches = false;         // also swap forward values between two forward readers
+  int64_t branch_threshold = 0;  // ...more than this many positions apart (0: any)
+  bool operator==(const TflmsOptions&) const = default;
+};
+// Errors name the flag: n_tensors < -1, lb < 1, ub < lb, branch_threshold < 0.
+Status check_tflms_options(const TflmsOptions& options);
+// "n_tensors -1, lb 1, ub 10000, chain_rule, fuse off, branches off": for reports.
+std::string tflms_options_text(const TflmsOptions& options);
 
 struct TrainOptions {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
@@ -118,6 +142,7 @@ struct TrainOptions {
   CostModel cost = CostModel::roofline;  // optimal and milp: whose node times they minimize
   double milp_seconds = 30;              // milp: CBC's time limit, in all
   Swap swap = Swap::none;
+  TflmsOptions tflms = {};  // --swap tflms: its knobs
   double link_gbps = 0;     // the copy engine's bandwidth limit in GB/s; 0: none
   bool mirror = false;      // also recompute cheap ops for each backward reader (any strategy)
   bool auto_policy = false;  // --policy auto: keep, recompute or swap per activation

@@ -36,14 +36,67 @@ std::vector<double> prefix_seconds(const std::vector<double>& node_seconds) {
 }
 
 // A swapped value and its decided positions (boundaries of the input order).
+// Explicit placements fill only c.value, c.bytes and c.last_forward_use (O - 1).
 struct Plan {
   SwapCandidate c;
-  int32_t last_use = 0;  // its last reader
-  int32_t wait = 0;      // W
-  int32_t swap_in = 0;   // p
+  int32_t last_use = 0;    // its last reader
+  int32_t wait = 0;        // W
+  int32_t swap_in = 0;     // p (stage 3)
+  int32_t swap_out = 0;    // O: F + 1
+  int32_t wait_limit = 0;  // the latest boundary W may take: S, or the first swap-in
+  std::vector<SwapIn> ins;
 };
 
+// Checks `placement` against the rules of the header: a value that some node
+// produces, not kept to the end, swapped out after its producer, every reader
+// at or after the swap-out served by exactly one swap-in at or before it.
+Status check_placement(const Graph& graph, const SwapPlacement& placement,
+                       const std::vector<bool>& kept,
+                       const std::vector<std::vector<int32_t>>& readers) {
+  const ValueId x = placement.value;
+  if (!x.valid() || x.idx() >= graph.num_values()) {
+    return Status::error("a value to swap is not a value of the graph");
+  }
+  const Value& value = graph.value(x);
+  const std::string what = "swap placement of '" + value.name + "': ";
+  if (!value.producer.valid() || kept[x.idx()]) {
+    return Status::error(what +
+                         "only a value a node produces and no output or update can be swapped");
+  }
+  if (placement.swap_out <= value.producer.index ||
+      placement.swap_out > static_cast<int32_t>(graph.num_nodes())) {
+    return Status::error(what + "the swap-out must follow the producer");
+  }
+  if (placement.swap_ins.empty()) return Status::error(what + "no swap-in");
+  size_t served = 0;
+  for (const SwapIn& in : placement.swap_ins) {
+    if (in.readers.empty() || in.at < placement.swap_out) {
+      return Status::error(what + "a swap-in must serve a reader and follow the swap-out");
+    }
+    for (int32_t r : in.readers) {
+      if (r < in.at || !std::binary_search(readers[x.idx()].begin(), readers[x.idx()].end(), r)) {
+        return Status::error(what + "node " + std::to_string(r) +
+                             " does not read it at or after its swap-in");
+      }
+    }
+    served += in.readers.size();
+  }
+  const auto& all = readers[x.idx()];
+  const auto after =
+      static_cast<size_t>(all.end() - std::lower_bound(all.begin(), all.end(), placement.swap_out));
+  std::vector<int32_t> listed;
+  for (const SwapIn& in : placement.swap_ins)
+    listed.insert(listed.end(), in.readers.begin(), in.readers.end());
+  std::sort(listed.begin(), listed.end());
+  if (served != after || std::adjacent_find(listed.begin(), listed.end()) != listed.end()) {
+    return Status::error(what + "every reader after the swap-out needs exactly one swap-in");
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+int32_t swap_backward_start(const Graph& graph) { return backward_start(graph); }
 
 std::vector<SwapCandidate> swap_candidates(const Graph& graph,
                                            const std::vector<size_t>& value_bytes,
@@ -95,9 +148,12 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
   }
   if (options.link_bytes_per_second <= 0)
     return Status::error("the link bandwidth must be positive");
+  if (!options.values.empty() && !options.placements.empty()) {
+    return Status::error("the swap pass takes values or placements, not both");
+  }
   SwapStats counted;
   if (stats) *stats = counted;
-  if (options.values.empty()) return false;
+  if (options.values.empty() && options.placements.empty()) return false;
 
   // Stage 1.
   std::unordered_map<int32_t, SwapCandidate> candidate_of;
@@ -112,6 +168,35 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
   }
   std::vector<Plan> plans;
   std::vector<bool> swapped(graph.num_values(), false);
+  std::vector<bool> kept_to_end(graph.num_values(), false);
+  for (ValueId v : graph.outputs()) kept_to_end[v.idx()] = true;
+  for (const StateUpdate& u : graph.updates()) kept_to_end[u.next.idx()] = true;
+  std::vector<std::vector<int32_t>> readers(graph.num_values());  // ascending, once each
+  for (size_t n = 0; n < num_nodes; ++n) {
+    for (ValueId in : graph.nodes()[n].inputs) {
+      auto& list = readers[in.idx()];
+      if (list.empty() || list.back() != static_cast<int32_t>(n)) {
+        list.push_back(static_cast<int32_t>(n));
+      }
+    }
+  }
+  for (const SwapPlacement& placement : options.placements) {
+    MEMFIT_RETURN_IF_ERROR(check_placement(graph, placement, kept_to_end, readers));
+    const ValueId x = placement.value;
+    if (swapped[x.idx()])
+      return Status::error("value '" + graph.value(x).name + "' is placed twice");
+    swapped[x.idx()] = true;
+    Plan p;
+    p.c.value = x;
+    p.c.bytes = options.value_bytes[x.idx()];
+    p.c.last_forward_use = placement.swap_out - 1;
+    p.last_use = last_use[x.idx()];
+    p.swap_out = placement.swap_out;
+    p.ins = placement.swap_ins;
+    p.wait_limit = n_steps;
+    for (const SwapIn& in : p.ins) p.wait_limit = std::min(p.wait_limit, in.at);
+    plans.push_back(std::move(p));
+  }
   for (ValueId v : options.values) {
     auto it = v.valid() ? candidate_of.find(v.index) : candidate_of.end();
     if (it == candidate_of.end()) {
@@ -123,7 +208,13 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
     }
     if (swapped[v.idx()]) continue;
     swapped[v.idx()] = true;
-    plans.push_back(Plan{it->second, last_use[v.idx()], 0, it->second.first_backward_use});
+    Plan p;
+    p.c = it->second;
+    p.last_use = last_use[v.idx()];
+    p.swap_in = it->second.first_backward_use;
+    p.swap_out = it->second.last_forward_use + 1;
+    p.wait_limit = start;
+    plans.push_back(std::move(p));
   }
   auto copy_seconds = [&](const Plan& p) {
     return static_cast<double>(p.c.bytes) / options.link_bytes_per_second;
@@ -136,11 +227,11 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
   });
   double stream_free = 0;
   for (Plan& p : plans) {
-    const int32_t issue = p.c.last_forward_use + 1;
+    const int32_t issue = p.swap_out;
     const double end = std::max(t[static_cast<size_t>(issue)], stream_free) + copy_seconds(p);
     stream_free = end;
-    p.wait = start;
-    for (int32_t k = issue; k <= start; ++k) {
+    p.wait = p.wait_limit;
+    for (int32_t k = issue; k <= p.wait_limit; ++k) {
       if (t[static_cast<size_t>(k)] >= end) {
         p.wait = k;
         break;
@@ -148,56 +239,66 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
     }
   }
 
-  // Stage 3: live device bytes per node with every swap-in just in time.
-  std::vector<bool> kept_to_end(graph.num_values(), false);
-  for (ValueId v : graph.outputs()) kept_to_end[v.idx()] = true;
-  for (const StateUpdate& u : graph.updates()) kept_to_end[u.next.idx()] = true;
-  std::vector<int64_t> delta(num_nodes + 1, 0);
-  auto add_live = [&](int32_t first, int32_t last, size_t bytes) {
-    first = std::max(first, 0);
-    last = std::min(last, n_steps - 1);
-    if (first > last) return;
-    delta[static_cast<size_t>(first)] += static_cast<int64_t>(bytes);
-    delta[static_cast<size_t>(last) + 1] -= static_cast<int64_t>(bytes);
-  };
-  for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (swapped[v]) continue;
-    const Value& value = graph.values()[v];
-    const int32_t def = value.producer.valid() ? value.producer.index : 0;
-    const bool to_end = kept_to_end[v] || (!value.producer.valid() && is_persistent(value.role));
-    add_live(def, to_end ? n_steps - 1 : std::max(def, last_use[v]), options.value_bytes[v]);
-  }
-  for (const Plan& p : plans) {
-    const Value& value = graph.value(p.c.value);
-    add_live(value.producer.index, p.wait - 1, p.c.bytes);
-    add_live(p.swap_in, p.last_use, p.c.bytes);
-  }
-  std::vector<int64_t> live(num_nodes, 0);
-  int64_t now = 0, peak = 0;
-  for (size_t n = 0; n < num_nodes; ++n) {
-    now += delta[n];
-    live[n] = now;
-    peak = std::max(peak, now);
-  }
-  std::sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
-    return a.c.first_backward_use < b.c.first_backward_use ||
-           (a.c.first_backward_use == b.c.first_backward_use && a.c.value < b.c.value);
-  });
-  for (Plan& p : plans) {
-    const auto bytes = static_cast<int64_t>(p.c.bytes);
-    const double use = t[static_cast<size_t>(p.c.first_backward_use)];
-    while (use - t[static_cast<size_t>(p.swap_in)] < copy_seconds(p) && p.swap_in - 1 >= start &&
-           live[static_cast<size_t>(p.swap_in - 1)] + bytes <= peak) {
-      --p.swap_in;
-      live[static_cast<size_t>(p.swap_in)] += bytes;
-      ++counted.prefetched_nodes;
+  // Stage 3 (values only): live device bytes per node with every swap-in just in time.
+  if (options.placements.empty()) {
+    std::vector<int64_t> delta(num_nodes + 1, 0);
+    auto add_live = [&](int32_t first, int32_t last, size_t bytes) {
+      first = std::max(first, 0);
+      last = std::min(last, n_steps - 1);
+      if (first > last) return;
+      delta[static_cast<size_t>(first)] += static_cast<int64_t>(bytes);
+      delta[static_cast<size_t>(last) + 1] -= static_cast<int64_t>(bytes);
+    };
+    for (size_t v = 0; v < graph.num_values(); ++v) {
+      if (swapped[v]) continue;
+      const Value& value = graph.values()[v];
+      const int32_t def = value.producer.valid() ? value.producer.index : 0;
+      const bool to_end = kept_to_end[v] || (!value.producer.valid() && is_persistent(value.role));
+      add_live(def, to_end ? n_steps - 1 : std::max(def, last_use[v]), options.value_bytes[v]);
+    }
+    for (const Plan& p : plans) {
+      const Value& value = graph.value(p.c.value);
+      add_live(value.producer.index, p.wait - 1, p.c.bytes);
+      add_live(p.swap_in, p.last_use, p.c.bytes);
+    }
+    std::vector<int64_t> live(num_nodes, 0);
+    int64_t now = 0, peak = 0;
+    for (size_t n = 0; n < num_nodes; ++n) {
+      now += delta[n];
+      live[n] = now;
+      peak = std::max(peak, now);
+    }
+    std::sort(plans.begin(), plans.end(), [](const Plan& a, const Plan& b) {
+      return a.c.first_backward_use < b.c.first_backward_use ||
+             (a.c.first_backward_use == b.c.first_backward_use && a.c.value < b.c.value);
+    });
+    for (Plan& p : plans) {
+      const auto bytes = static_cast<int64_t>(p.c.bytes);
+      const double use = t[static_cast<size_t>(p.c.first_backward_use)];
+      while (use - t[static_cast<size_t>(p.swap_in)] < copy_seconds(p) && p.swap_in - 1 >= start &&
+             live[static_cast<size_t>(p.swap_in - 1)] + bytes <= peak) {
+        --p.swap_in;
+        live[static_cast<size_t>(p.swap_in)] += bytes;
+        ++counted.prefetched_nodes;
+      }
+      const auto& all = readers[p.c.value.idx()];
+      p.ins = {SwapIn{p.swap_in, std::vector<int32_t>(
+                                     std::lower_bound(all.begin(), all.end(), start), all.end())}};
+    }
+  } else {
+    for (const Plan& p : plans) {
+      for (const SwapIn& in : p.ins) {
+        counted.prefetched_nodes +=
+            static_cast<size_t>(*std::min_element(in.readers.begin(), in.readers.end()) - in.at);
+      }
     }
   }
 
   // Stage 4: new nodes are appended (out of order for now) and placed by `order`.
   std::vector<std::vector<NodeId>> outs_at(num_nodes + 1), waits_at(num_nodes + 1),
       ins_at(num_nodes + 1);
-  std::vector<ValueId> back_of(graph.num_values());
+  // replace[k]: (x, x'_g) for node k, a reader of group g.
+  std::vector<std::vector<std::pair<ValueId, ValueId>>> replace(num_nodes);
   for (const Plan& p : plans) {
     const ValueId x = p.c.value;
     const Value value = graph.value(x);  // a copy: adding nodes moves the graph's values
@@ -206,12 +307,16 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
     const ValueId h = graph.node(out).outputs[0];
     MEMFIT_ASSIGN_OR_RETURN(NodeId wait, graph.add_node(OpKind::swap_wait, {x, h}, NoAttrs{},
                                                         value.name + ".swap_wait", value.role));
-    MEMFIT_ASSIGN_OR_RETURN(NodeId in, graph.add_node(OpKind::to_device, {h}, NoAttrs{},
-                                                      value.name + ".to_device", value.role));
-    back_of[x.idx()] = graph.node(in).outputs[0];
-    outs_at[static_cast<size_t>(p.c.last_forward_use) + 1].push_back(out);
+    for (const SwapIn& group : p.ins) {
+      MEMFIT_ASSIGN_OR_RETURN(NodeId in, graph.add_node(OpKind::to_device, {h}, NoAttrs{},
+                                                        value.name + ".to_device", value.role));
+      const ValueId back = graph.node(in).outputs[0];
+      for (int32_t r : group.readers) replace[static_cast<size_t>(r)].emplace_back(x, back);
+      ins_at[static_cast<size_t>(group.at)].push_back(in);
+      ++counted.swap_ins;
+    }
+    outs_at[static_cast<size_t>(p.swap_out)].push_back(out);
     waits_at[static_cast<size_t>(p.wait)].push_back(wait);
-    ins_at[static_cast<size_t>(p.swap_in)].push_back(in);
     ++counted.swapped_values;
     counted.swapped_bytes += p.c.bytes;
   }
@@ -223,9 +328,9 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
     }
     if (k == num_nodes) break;
     Node& node = graph.node(NodeId(static_cast<int32_t>(k)));
-    if (static_cast<int32_t>(k) >= start) {
+    for (const auto& [x, back] : replace[k]) {
       for (ValueId& in : node.inputs) {
-        if (back_of[in.idx()].valid()) in = back_of[in.idx()];
+        if (in == x) in = back;
       }
     }
     order.push_back(NodeId(static_cast<int32_t>(k)));

@@ -36,13 +36,25 @@
 //    nodes go in the order to_host, swap_wait, to_device; values are renumbered
 //    in definition order.
 //
+// Explicit placements (SwapOptions::placements, chosen by TFLMS in
+// src/passes/swap_tflms.h) replace stages 1 and 3: the caller gives, per value
+// x, the swap-out boundary O (after x's producer; readers before O keep
+// reading x) and groups of the readers at or after O, each with the boundary
+// p_g of its own to_device (p_g >= O, p_g <= each reader of the group). Such a
+// swap may lie entirely inside the forward pass (a skip connection swapped
+// between two forward readers). Stage 2 puts swap_wait at the first boundary
+// W in [O, min p_g] whose predicted time reaches the copy's end (else at
+// min p_g); stage 4 makes each group read its own copy x'_g. One host copy h
+// serves every group: it lives until the last to_device reads it.
+//
 // Guarantees: a verified graph with the same inputs, outputs and updates, in
 // which every node reads bit-identical data (copies move bytes unchanged);
-// every to_host has its swap_wait; readers of x' follow its to_device.
+// every to_host has its swap_wait, at or before every to_device of its copy;
+// readers of x' follow its to_device.
 // Predicted times ignore the copy stream's contention among swap-ins (the
 // step-time simulation counts it).
 // Cost: O(N + E) for N nodes and E node inputs, plus O(N) per swapped value
-// for the prefetch, plus the rebuild.
+// for the prefetch, plus the rebuild; placements: O(readers) per value to check.
 #pragma once
 
 #include <cstddef>
@@ -61,15 +73,34 @@ struct SwapCandidate {
   bool covers(int32_t step) const { return last_forward_use < step && step < first_backward_use; }
 };
 
+// S of the header: the first node of the backward pass (N when none).
+int32_t swap_backward_start(const Graph& graph);
+
 // Stage 1, in value order. `value_bytes` per value, `node_seconds` per node.
 std::vector<SwapCandidate> swap_candidates(const Graph& graph,
                                            const std::vector<size_t>& value_bytes,
                                            const std::vector<double>& node_seconds);
 
+// One to_device of a swapped value and the readers that read its copy.
+struct SwapIn {
+  int32_t at = 0;                // boundary (input order): the copy goes just before node `at`
+  std::vector<int32_t> readers;  // nodes (input order) that read it, each at or after `at`
+};
+
+// A swap placed by the caller: to_host at boundary `swap_out` (after the
+// producer), and swap-ins that together serve every reader at or after it,
+// each reader exactly once.
+struct SwapPlacement {
+  ValueId value;
+  int32_t swap_out = 0;
+  std::vector<SwapIn> swap_ins;
+};
+
 struct SwapOptions {
-  std::vector<ValueId> values;       // to swap: candidates of stage 1
-  std::vector<size_t> value_bytes;   // per value of the input graph
-  std::vector<double> node_seconds;  // per node of the input graph: predicted compute seconds
+  std::vector<ValueId> values;            // to swap: candidates of stage 1
+  std::vector<SwapPlacement> placements;  // or these, as placed (not both)
+  std::vector<size_t> value_bytes;        // per value of the input graph
+  std::vector<double> node_seconds;       // per node of the input graph: predicted compute seconds
   double link_bytes_per_second = 1e10;
 };
 
@@ -77,10 +108,12 @@ struct SwapStats {
   size_t swapped_values = 0;
   size_t swapped_bytes = 0;     // their bytes: what the host pool holds without sharing
   size_t prefetched_nodes = 0;  // nodes the swap-ins moved ahead of their consumers, summed
+  size_t swap_ins = 0;          // to_device nodes
 };
 
 // Rewrites `graph` as above; true when it swapped a value. A value that is not
-// a candidate is an error. `stats` may be null.
+// a candidate, or a placement that breaks the rules above, is an error.
+// `stats` may be null.
 Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats = nullptr);
 
 }  // namespace memfit

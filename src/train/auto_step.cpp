@@ -236,7 +236,7 @@ Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const Exec
     }
     MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
                             swap_step_graph(std::move(mirrored.graph), Swap::budget, backend, exec,
-                                            seconds));
+                                            TflmsOptions{}, seconds));
     AutoSummary summary;
     summary.choice = mirror ? "mirror+swap" : "swap";
     summary.recompute = mirrored.summary;

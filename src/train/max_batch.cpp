@@ -89,6 +89,12 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   out += "  host pool            " + human_bytes(p.host_bytes) + " (" +
          std::to_string(p.host_bytes) + " bytes)\n";
   out += "  swapped              " + std::to_string(p.swapped_values) + " values\n";
+  if (request.swap == Swap::tflms) {
+    out += "  tflms                " + tflms_options_text(request.tflms) + "\n";
+    out += "  swap-ins             " + std::to_string(p.swap_ins) + " (" +
+           std::to_string(p.branch_swaps) + " branch swaps, " +
+           std::to_string(p.trigger_fallbacks) + " chain_rule fallbacks)\n";
+  }
   out += "  recomputed nodes     " + std::to_string(p.recomputed_nodes) + "\n";
   if (request.auto_policy) {
     out += "  auto's plan          " + p.auto_choice + " (" + std::to_string(p.recomputed_values) +
@@ -120,6 +126,11 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
   field("arena_bytes", std::to_string(p.arena_bytes));
   field("host_bytes", std::to_string(p.host_bytes));
   field("swapped_values", std::to_string(p.swapped_values));
+  if (request.swap == Swap::tflms) {
+    field("tflms", quoted(tflms_options_text(request.tflms)));
+    field("swap_ins", std::to_string(p.swap_ins));
+    field("branch_swaps", std::to_string(p.branch_swaps));
+  }
   field("recomputed_nodes", std::to_string(p.recomputed_nodes));
   field("predicted_step_seconds", seconds_text(p.predicted_step_seconds));
   field("plans", std::to_string(report.plans), true);

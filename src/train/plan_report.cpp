@@ -105,8 +105,9 @@ Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend
   planned.forward_seconds = graph_seconds(graph, planned.seconds, true);
   // The budget strategy searches for the least recomputation under the budget.
   const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
-  const StepTechniques techniques{request.recompute, request.mirror,      request.cost,
-                                  request.milp_seconds, request.swap, request.auto_policy};
+  const StepTechniques techniques{request.recompute,    request.mirror, request.cost,
+                                  request.milp_seconds, request.swap,   request.auto_policy,
+                                  request.tflms};
   MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten, rewrite_step_graph(std::move(graph), backend,
                                                                       exec, techniques,
                                                                       planned.seconds));
@@ -209,6 +210,9 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.swapped_bytes = planned.swap.swapped_bytes;
   report.recomputed_values = planned.auto_summary.recomputed_values;
   report.auto_choice = planned.auto_summary.choice;
+  report.swap_ins = planned.swap.swap_ins;
+  report.branch_swaps = planned.swap.branch_swaps;
+  report.trigger_fallbacks = planned.swap.trigger_fallbacks;
   // Compute nodes take the cost model's seconds; copies take bytes over the
   // link on their own stream.
   report.predicted_step_seconds = predicted_step_seconds(

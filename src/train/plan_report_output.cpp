@@ -365,6 +365,11 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
     out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,
                   report.swap_candidates, human_bytes(report.swapped_bytes).c_str());
   }
+  if (request.swap == Swap::tflms) {
+    out += format("  %-20s %s\n", "tflms", tflms_options_text(request.tflms).c_str());
+    out += format("  %-20s %12zu (%zu branch swaps, %zu chain_rule fallbacks)\n", "swap-ins",
+                  report.swap_ins, report.branch_swaps, report.trigger_fallbacks);
+  }
   out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step",
                 report.predicted_step_seconds, std::string(cost_model_name(request.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
@@ -413,6 +418,11 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
                 request.link_gbps, report.swap_candidates, report.swapped_values);
   out += format("  \"swapped_bytes\": %zu,\n", report.swapped_bytes);
+  if (request.swap == Swap::tflms) {
+    out += "  \"tflms\": " + json_string(tflms_options_text(request.tflms)) + ",\n";
+    out += format("  \"swap_ins\": %zu,\n  \"branch_swaps\": %zu,\n  \"trigger_fallbacks\": %zu,\n",
+                  report.swap_ins, report.branch_swaps, report.trigger_fallbacks);
+  }
   out += format("  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n",
                 report.checkpoint_candidates, report.checkpoints);
   out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);

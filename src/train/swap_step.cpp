@@ -4,6 +4,7 @@
 
 #include "passes/step_time.h"
 #include "passes/swap.h"
+#include "passes/swap_tflms.h"
 
 namespace memfit {
 
@@ -15,18 +16,62 @@ std::string_view swap_name(Swap swap) {
       return "refcount";
     case Swap::budget:
       return "budget";
+    case Swap::tflms:
+      return "tflms";
   }
   return "?";
 }
 
-std::vector<std::string> swap_names() { return {"none", "refcount", "budget"}; }
+std::vector<std::string> swap_names() { return {"none", "refcount", "budget", "tflms"}; }
 
 Result<Swap> parse_swap(std::string_view text) {
-  for (Swap s : {Swap::none, Swap::refcount, Swap::budget}) {
+  for (Swap s : {Swap::none, Swap::refcount, Swap::budget, Swap::tflms}) {
     if (swap_name(s) == text) return s;
   }
   return Status::error("unknown swap policy '" + std::string(text) +
-                       "'; use none, refcount or budget");
+                       "'; use none, refcount, budget or tflms");
+}
+
+std::string_view tflms_trigger_name(TflmsTrigger trigger) {
+  return trigger == TflmsTrigger::chain_rule ? "chain_rule" : "direct_order";
+}
+
+Result<TflmsTrigger> parse_tflms_trigger(std::string_view text) {
+  for (TflmsTrigger t : {TflmsTrigger::chain_rule, TflmsTrigger::direct_order}) {
+    if (tflms_trigger_name(t) == text) return t;
+  }
+  return Status::error("unknown swap trigger '" + std::string(text) +
+                       "'; use chain_rule or direct_order");
+}
+
+Status check_tflms_options(const TflmsOptions& options) {
+  if (options.n_tensors < -1) {
+    return Status::error("--swap-n-tensors must be -1 (all) or a count of at least 0, not " +
+                         std::to_string(options.n_tensors));
+  }
+  if (options.lb < 1) {
+    return Status::error(
+        "--swap-lb must be at least 1 (a swap-in starts before its consumer), not " +
+        std::to_string(options.lb));
+  }
+  if (options.ub < options.lb) {
+    return Status::error("--swap-ub (" + std::to_string(options.ub) +
+                         ") must be at least --swap-lb (" + std::to_string(options.lb) + ")");
+  }
+  if (options.branch_threshold < 0) {
+    return Status::error("--swap-branch-threshold must be at least 0 (0: any distance), not " +
+                         std::to_string(options.branch_threshold));
+  }
+  return Status::ok();
+}
+
+std::string tflms_options_text(const TflmsOptions& o) {
+  std::string text = "n_tensors " + std::to_string(o.n_tensors) + ", lb " + std::to_string(o.lb) +
+                     ", ub " + std::to_string(o.ub) + ", " +
+                     std::string(tflms_trigger_name(o.trigger)) + ", fuse " +
+                     (o.fuse ? "on" : "off") + ", branches ";
+  if (!o.branches) return text + "off";
+  return text + "on (threshold " + std::to_string(o.branch_threshold) + ")";
 }
 
 namespace {
@@ -50,8 +95,16 @@ Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
 }
 
 Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
-                                     const ExecOptions& exec, const NodeSeconds& seconds) {
+                                     const ExecOptions& exec, const TflmsOptions& tflms,
+                                     const NodeSeconds& seconds) {
   SwappedGraph result;
+  if (policy != Swap::tflms && !(tflms == TflmsOptions{})) {
+    return Status::error(
+        "the TFLMS options (--swap-n-tensors, --swap-lb, --swap-ub, --swap-trigger, --swap-fuse, "
+        "--swap-branches, --swap-branch-threshold) apply only to --swap tflms; add it or drop "
+        "them");
+  }
+  MEMFIT_RETURN_IF_ERROR(check_tflms_options(tflms));
   if (policy == Swap::none) {
     result.graph = std::move(step);
     return result;
@@ -76,6 +129,24 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
     return graph;
   };
   size_t count = 0;
+  if (policy == Swap::tflms) {
+    const TflmsChoice choice = tflms_placements(ordered, options.value_bytes, tflms);
+    SwapOptions placed = options;
+    for (const TflmsSwap& s : choice.swaps) {
+      placed.placements.push_back(s.placement);
+      result.summary.branch_swaps += s.branch ? 1 : 0;
+    }
+    result.summary.candidates = choice.candidates;
+    result.summary.trigger_fallbacks = choice.fallbacks;
+    SwapStats stats;
+    result.graph = ordered;
+    MEMFIT_RETURN_IF_ERROR(swap(result.graph, placed, &stats).status());
+    result.summary.swapped_values = stats.swapped_values;
+    result.summary.swapped_bytes = stats.swapped_bytes;
+    result.summary.prefetched_nodes = stats.prefetched_nodes;
+    result.summary.swap_ins = stats.swap_ins;
+    return result;
+  }
   if (policy == Swap::refcount) {
     const int32_t peak = prepared->plan().peak_step;
     std::erase_if(candidates, [&](const SwapCandidate& c) {
@@ -123,6 +194,7 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
   result.summary.swapped_values = stats.swapped_values;
   result.summary.swapped_bytes = stats.swapped_bytes;
   result.summary.prefetched_nodes = stats.prefetched_nodes;
+  result.summary.swap_ins = stats.swap_ins;
   return result;
 }
 

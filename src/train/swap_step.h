@@ -15,6 +15,9 @@ struct SwapSummary {
   size_t swapped_values = 0;  // of them, those swapped
   size_t swapped_bytes = 0;   // their bytes
   size_t prefetched_nodes = 0;
+  size_t swap_ins = 0;           // to_device nodes
+  size_t branch_swaps = 0;       // tflms: values swapped between two forward uses
+  size_t trigger_fallbacks = 0;  // tflms chain_rule: swap-ins placed by direct order
 };
 
 struct SwappedGraph {
@@ -36,9 +39,14 @@ struct SwappedGraph {
 //            length (the arena falls as more is swapped, though not strictly);
 //            when none fits, the prefix with the smallest arena seen, which
 //            the caller's budget check refuses, naming it.
-// Cost: one plan for refcount, about log2(candidates) + 2 plans for budget.
+//  tflms:    TFLMS's placements (src/passes/swap_tflms.h) with `tflms`'s knobs;
+//            no memory budget is read (the caller's budget check applies).
+// `tflms` other than the defaults with another policy is an error, as are
+// knobs check_tflms_options refuses.
+// Cost: one plan for refcount and tflms, about log2(candidates) + 2 plans for budget.
 Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
-                                     const ExecOptions& exec, const NodeSeconds& seconds = {});
+                                     const ExecOptions& exec, const TflmsOptions& tflms = {},
+                                     const NodeSeconds& seconds = {});
 
 // The predicted seconds of `graph` as the executor would run it (its order
 // after Executable::prepare), by src/passes/step_time.h with `seconds` for

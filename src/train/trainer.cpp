@@ -150,7 +150,7 @@ Result<TrainReport> train(const TrainOptions& options,
                                           options.link_gbps},
                               StepTechniques{options.recompute, options.mirror, options.cost,
                                              options.milp_seconds, options.swap,
-                                             options.auto_policy}));
+                                             options.auto_policy, options.tflms}));
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
   if (options.model.batch * options.accumulate > data->train_count()) {
     return Status::error("--batch times --accumulate exceeds the " +
@@ -172,6 +172,10 @@ Result<TrainReport> train(const TrainOptions& options,
     log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool",
                std::string(swap_name(options.swap)).c_str(), s.swapped_values, s.candidates,
                s.swapped_bytes));
+    if (options.swap == Swap::tflms) {
+      log(format("tflms: %zu swap-ins, %zu branch swaps, %zu chain_rule fallbacks", s.swap_ins,
+                 s.branch_swaps, s.trigger_fallbacks));
+    }
   }
   const MemoryPlan& plan = program->step_executable().plan();
   log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu), host pool %zu "

@@ -80,7 +80,8 @@ Result<RewrittenStep> rewrite_step_graph(Graph step, const Backend& backend,
   result.recompute = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(
       SwappedGraph swapped,
-      swap_step_graph(std::move(recomputed.graph), techniques.swap, backend, exec, seconds));
+      swap_step_graph(std::move(recomputed.graph), techniques.swap, backend, exec,
+                      techniques.tflms, seconds));
   result.graph = std::move(swapped.graph);
   result.swap = swapped.summary;
   return result;

@@ -53,6 +53,7 @@ struct StepTechniques {
   double milp_seconds = 30;
   Swap swap = Swap::none;
   bool auto_policy = false;  // keep, recompute or swap per activation (recompute, swap: none)
+  TflmsOptions tflms = {};   // --swap tflms: its knobs
 };
 
 // A step graph after its rewrites, with what each did.

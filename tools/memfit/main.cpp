@@ -14,6 +14,12 @@ namespace {
 
 constexpr int kUsageError = 2;
 
+// A flag combination refused after parsing.
+int usage_error(const char* command, const std::string& message) {
+  std::fprintf(stderr, "memfit %s: %s\n", command, message.c_str());
+  return kUsageError;
+}
+
 int run_train(const memfit::TrainOptions& options) {
   auto report = memfit::train(options, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
@@ -141,8 +147,9 @@ memfit::CostModel parse_cost(const std::string& cost, memfit::Recompute recomput
 void add_swap_options(CLI::App* cmd, std::string& policy, double& link_gbps) {
   cmd->add_option("--swap", policy,
                   "swap activations to the host pool and back: none, refcount (those idle "
-                  "across the peak, copies hidden by compute) or budget (largest bytes x idle "
-                  "time first, until the arena fits --budget)")
+                  "across the peak, copies hidden by compute), budget (largest bytes x idle "
+                  "time first, until the arena fits --budget) or tflms (TFLMS: the first "
+                  "--swap-n-tensors, swap-ins triggered --swap-lb..--swap-ub nodes ahead)")
       ->check(CLI::IsMember(memfit::swap_names()))
       ->capture_default_str();
   cmd->add_option("--link-gbps", link_gbps,
@@ -178,6 +185,62 @@ memfit::Result<memfit::Techniques> resolve_flags(CLI::App* cmd, const std::strin
   return memfit::resolve_policy(
       p, cmd->count("--recompute") > 0 ? std::optional(r) : std::nullopt,
       cmd->count("--swap") > 0 ? std::optional(s) : std::nullopt, mirror);
+}
+
+// TFLMS's knobs of --swap tflms, shared by train, plan and maxbatch. Bounds
+// are checked after parsing (check_tflms_options), so one message names them.
+struct TflmsFlags {
+  memfit::TflmsOptions options;
+  std::string trigger = "chain_rule";
+  std::vector<CLI::Option*> given;  // count() > 0: set on the command line
+};
+
+void add_tflms_options(CLI::App* cmd, TflmsFlags& flags) {
+  memfit::TflmsOptions& o = flags.options;
+  flags.given = {
+      cmd->add_option("--swap-n-tensors", o.n_tensors,
+                      "--swap tflms: swap only the first N candidates in the order of their "
+                      "producers (-1: all)")
+          ->capture_default_str(),
+      cmd->add_option("--swap-lb", o.lb,
+                      "--swap tflms: a swap-in starts at least this many nodes before its "
+                      "consumer")
+          ->capture_default_str(),
+      cmd->add_option("--swap-ub", o.ub,
+                      "--swap tflms: ... and at most this many (at least --swap-lb)")
+          ->capture_default_str(),
+      cmd->add_option("--swap-trigger", flags.trigger,
+                      "--swap tflms: chain_rule (after the gradient of the op --swap-lb hops "
+                      "downstream of the producer) or direct_order (--swap-lb nodes before the "
+                      "consumer in the schedule)")
+          ->capture_default_str(),
+      cmd->add_flag("--swap-fuse", o.fuse,
+                    "--swap tflms: consumers within --swap-ub of one trigger share one swap-in "
+                    "(fewer copies, the copy stays longer)"),
+      cmd->add_flag("--swap-branches", o.branches,
+                    "--swap tflms: also swap forward values between two forward readers far "
+                    "apart (skip connections)"),
+      cmd->add_option("--swap-branch-threshold", o.branch_threshold,
+                      "--swap tflms --swap-branches: only readers more than this many nodes "
+                      "apart (0: any distance)")
+          ->capture_default_str(),
+  };
+}
+
+// The TFLMS options of `flags`, or a message for the user.
+memfit::Result<memfit::TflmsOptions> tflms_options(const TflmsFlags& flags, memfit::Swap swap) {
+  if (swap != memfit::Swap::tflms) {
+    for (const CLI::Option* option : flags.given) {
+      if (option->count() > 0) {
+        return memfit::Status::error(option->get_name() +
+                                     " is a knob of --swap tflms; add --swap tflms or drop it");
+      }
+    }
+  }
+  memfit::TflmsOptions options = flags.options;
+  MEMFIT_ASSIGN_OR_RETURN(options.trigger, memfit::parse_tflms_trigger(flags.trigger));
+  MEMFIT_RETURN_IF_ERROR(memfit::check_tflms_options(options));
+  return options;
 }
 
 // The budget validator of plan and maxbatch.
@@ -299,6 +362,8 @@ int main(int argc, char** argv) {
                   "largest step arena allowed, e.g. 2GiB; the recompute, swap and auto "
                   "choices fit it, and a step that does not is refused before training")
       ->check(budget_validator());
+  TflmsFlags train_tflms;
+  add_tflms_options(cmd, train_tflms);
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; "
                   "synthetic: N training examples (default 1024)")
@@ -352,6 +417,8 @@ int main(int argc, char** argv) {
   add_swap_options(plan_cmd, plan_swap, plan.link_gbps);
   std::string plan_policy;
   add_policy_option(plan_cmd, plan_policy);
+  TflmsFlags plan_tflms;
+  add_tflms_options(plan_cmd, plan_tflms);
   plan_cmd->add_flag("--no-sharing", plan_flags.no_sharing,
                      "give every value and workspace a slice of its own");
   plan_cmd->add_flag("--json", plan_flags.json, "print the report as one JSON object");
@@ -388,6 +455,8 @@ int main(int argc, char** argv) {
   add_swap_options(max_cmd, max_swap, max_request.link_gbps);
   std::string max_policy;
   add_policy_option(max_cmd, max_policy);
+  TflmsFlags max_tflms;
+  add_tflms_options(max_cmd, max_tflms);
   max_cmd->add_flag("--no-sharing", max_flags.no_sharing,
                     "give every value and workspace a slice of its own");
   max_cmd->add_flag("--json", max_flags.json,
@@ -408,19 +477,18 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
 
-  const auto usage_error = [&](const char* command, const memfit::Status& status) {
-    std::fprintf(stderr, "memfit %s: %s\n", command, status.message().c_str());
-    return kUsageError;
-  };
   if (cmd->parsed()) {
     auto t = resolve_flags(cmd, train_policy, train_recompute, train_swap, train.mirror, no_plan,
                            "--no-plan");
-    if (!t) return usage_error("train", t.status());
+    if (!t) return usage_error("train", t.message());
     train.plan = t->share;
     train.recompute = t->recompute;
     train.swap = t->swap;
     train.mirror = t->mirror;
     train.auto_policy = t->automatic;
+    auto tflms = tflms_options(train_tflms, train.swap);
+    if (!tflms) return usage_error("train", tflms.message());
+    train.tflms = *tflms;
     train.budget = train_budget.empty() ? 0 : memfit::parse_bytes(train_budget).value();
     train.cost = parse_cost(train_cost, train.recompute);
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
@@ -435,24 +503,30 @@ int main(int argc, char** argv) {
   if (plan_cmd->parsed()) {
     auto t = resolve_flags(plan_cmd, plan_policy, plan_recompute, plan_swap, plan.mirror,
                            plan_flags.no_sharing, "--no-sharing");
-    if (!t) return usage_error("plan", t.status());
+    if (!t) return usage_error("plan", t.message());
     plan_flags.no_sharing = !t->share;
     plan.recompute = t->recompute;
     plan.swap = t->swap;
     plan.mirror = t->mirror;
     plan.auto_policy = t->automatic;
+    auto tflms = tflms_options(plan_tflms, plan.swap);
+    if (!tflms) return usage_error("plan", tflms.message());
+    plan.tflms = *tflms;
     plan.cost = parse_cost(plan_cost, plan.recompute);
     return run_plan(plan, plan_flags);
   }
   if (max_cmd->parsed()) {
     auto t = resolve_flags(max_cmd, max_policy, max_recompute, max_swap, max_request.mirror,
                            max_flags.no_sharing, "--no-sharing");
-    if (!t) return usage_error("maxbatch", t.status());
+    if (!t) return usage_error("maxbatch", t.message());
     max_flags.no_sharing = !t->share;
     max_request.recompute = t->recompute;
     max_request.swap = t->swap;
     max_request.mirror = t->mirror;
     max_request.auto_policy = t->automatic;
+    auto tflms = tflms_options(max_tflms, max_request.swap);
+    if (!tflms) return usage_error("maxbatch", tflms.message());
+    max_request.tflms = *tflms;
     return run_max_batch(max_request, max_flags);
   }
   if (models_cmd->parsed()) return run_models();
