@@ -138,7 +138,6 @@ Status over_budget(const PlanRequest& request, size_t arena, const Backend& back
                                     Recompute::recursive, Recompute::optimal}) {
     for (bool mirror : {false, true}) {
       if (recompute == request.recompute && mirror == request.mirror) continue;
-      if (mirror && recompute == Recompute::optimal) continue;  // they do not combine
       PlanRequest other = request;
       other.recompute = recompute;
       other.mirror = mirror;
