@@ -232,9 +232,11 @@ double run_step(TimedStep& timed) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The middle one, or the mean of the middle two.
 double median(std::vector<double> seconds) {
   std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  const size_t half = seconds.size() / 2;
+  return seconds.size() % 2 ? seconds[half] : (seconds[half - 1] + seconds[half]) / 2;
 }
 
 // The median seconds of `steps` training steps after a warm-up step.
