@@ -31,8 +31,9 @@
 //    stored block keeps only the outputs of its expensive ops: a block
 //    partly stored, its cheap ops recomputed from them.
 // 3. Schedule family (single-level, what the rewrite pass can express: each
-//    forward node is cloned at most once): every block is `stored` (all its
-//    values kept from the forward pass: nothing recomputed), `checkpointed`
+//    forward node but a mirrored one is cloned at most once): every block is
+//    `stored` (all its values kept from the forward pass, the mirrored
+//    ones aside: nothing else recomputed), `checkpointed`
 //    (its inside recomputed, c_b kept) or `dropped` (its inside and c_b
 //    recomputed). A dropped block is followed by a dropped or checkpointed
 //    block (or is the tail): so the chain is a sequence of units, a stored
