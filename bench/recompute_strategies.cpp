@@ -1,10 +1,13 @@
 // The recomputation strategies side by side on one model, under one cost
 // model measured once: for each strategy the planned arena and the predicted
 // step and recompute seconds, as ratios to the plain step; then optimal at
-// the arenas of sqrt and budget (the same or less memory, less time).
+// the arenas of sqrt and budget (the same or less memory, less time); then
+// the same with mirror (RecomputeOptions::mirror) on every strategy; then,
+// with a ratio R, optimal and optimal+mirror under a budget of none's arena
+// divided by R.
 //
-//   ./build/bench/recompute_strategies [depth] [batch] [measured|roofline]
-//   (default: resnet-cifar depth 1001, batch 64, 32x32 images, measured)
+//   ./build/bench/recompute_strategies [depth] [batch] [measured|roofline] [R]
+//   (default: resnet-cifar depth 1001, batch 64, 32x32 images, measured, R 10)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,7 @@ int main(int argc, char** argv) {
   const int64_t depth = argc > 1 ? std::atoll(argv[1]) : 1001;
   const int64_t batch = argc > 2 ? std::atoll(argv[2]) : 64;
   const bool measured = argc > 3 ? std::string(argv[3]) != "roofline" : true;
+  const double ratio = argc > 4 ? std::atof(argv[4]) : 10;
   const ModelOptions model{.name = "resnet-cifar", .batch = batch, .depth = depth};
   OptimizerConfig sgd;
   auto step = build_step_graph(model, 1, sgd, UpdateMode::apply, nullptr);
@@ -48,9 +52,10 @@ int main(int argc, char** argv) {
       measured ? "measured" : "roofline", cost_seconds, table.measured(), table.fell_back());
   std::printf("%-28s %14s %7s %12s %7s %12s %9s\n", "strategy", "arena bytes", "/none", "step s",
               "/none", "recompute s", "search s");
-  auto row = [&](const std::string& name, Recompute r, size_t budget) {
+  auto row = [&](const std::string& name, Recompute r, size_t budget, bool mirror = false) {
     start = std::chrono::steady_clock::now();
-    auto result = apply_recompute_costed(*step, r, budget, arena_of, RecomputeCost{cost, 30});
+    auto result =
+        apply_recompute_costed(*step, r, budget, arena_of, RecomputeCost{cost, 30}, mirror);
     const double search =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!result) {
@@ -70,5 +75,18 @@ int main(int argc, char** argv) {
   const size_t budget_arena = row("budget", Recompute::budget, 0);
   row("optimal (at sqrt's arena)", Recompute::optimal, sqrt_arena);
   row("optimal (at budget's arena)", Recompute::optimal, budget_arena);
+  row("none+mirror", Recompute::none, 0, true);
+  const size_t sqrt_mirror = row("sqrt+mirror", Recompute::sqrt, 0, true);
+  const size_t budget_mirror = row("budget+mirror", Recompute::budget, 0, true);
+  row("optimal+mirror (at sqrt+m)", Recompute::optimal, sqrt_mirror, true);
+  row("optimal+mirror (at budget+m)", Recompute::optimal, budget_mirror, true);
+  if (ratio > 0) {
+    const auto target = static_cast<size_t>(static_cast<double>(plain_arena) / ratio);
+    char name[64];
+    std::snprintf(name, sizeof name, "optimal (at none / %g)", ratio);
+    row(name, Recompute::optimal, target);
+    std::snprintf(name, sizeof name, "optimal+mirror (none / %g)", ratio);
+    row(name, Recompute::optimal, target, true);
+  }
   return 0;
 }

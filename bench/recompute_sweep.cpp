@@ -7,6 +7,7 @@
 //       [--depths 29,56,110,164,326,650,1001] [--seq-lens 25,50,100,200]
 //       [--plan-batch 64] [--time-batch 8] [--time-depth 164] [--time-seq 100]
 //       [--steps 3] [--threads 2] [--svg FILE] [--chain 32,64,...,1024]
+//       [--budget-ratio R] [--cost roofline|measured] [--interleave]
 //
 // Planned: the arena of one SGD training step at --plan-batch on the cpu
 // backend (memfit plan's), and its activation memory: the arena minus the
@@ -15,7 +16,18 @@
 // parameter gradients in flight, workspaces). Measured: the median wall time
 // of --steps training steps after one warm-up step, at --time-batch, for
 // depths up to --time-depth and sequence lengths up to --time-seq (0: none).
-// --mirror adds each strategy again with mirror. --chain first prints the
+// --mirror adds each strategy again with mirror; a strategy written S+mirror
+// is S with mirror. --budget-ratio R: the budget-driven strategies (budget,
+// optimal, milp) get a memory budget of the first strategy's arena (at the
+// same size and batch) divided by R. --cost: the node times optimal and milp
+// minimize (measured: each distinct node timed on the backend, 3 runs).
+// --interleave: at the timed sizes each strategy's step is compiled once and
+// kept, warmed up by one step, then --steps rounds run one step of each
+// strategy in turn (none, X, Y, none, X, Y, ...), so that load on the
+// machine falls on every strategy alike; the row's arena and recomputed
+// nodes are then those of the timed step (at --time-batch), its step time
+// the median, and every step's time and the load average (/proc/loadavg)
+// before and after are printed. --chain first prints the
 // planned arena (reference backend) of a chain of n tanh layers of 64 KiB
 // each (tests/recompute_levels_test.cpp asserts its growth), in layers.
 #include <algorithm>
@@ -24,9 +36,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autodiff/autodiff.h"
@@ -47,7 +61,17 @@ struct Flags {
   int threads = 2;
   std::string svg;
   std::vector<int64_t> chain;
+  double budget_ratio = 0;  // 0: no memory budget
+  CostModel cost = CostModel::roofline;
+  bool interleave = false;
 };
+
+// "S+mirror" names strategy S with mirror.
+constexpr std::string_view kMirrorSuffix = "+mirror";
+bool mirrored(const std::string& s) { return s.ends_with(kMirrorSuffix); }
+std::string strategy_name(const std::string& s) {
+  return mirrored(s) ? s.substr(0, s.size() - kMirrorSuffix.size()) : s;
+}
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> parts;
@@ -74,8 +98,8 @@ Flags parse_flags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--mirror") {
-      f.mirror = true;
+    if (flag == "--mirror" || flag == "--interleave") {
+      (flag == "--mirror" ? f.mirror : f.interleave) = true;
       continue;
     }
     if (i + 1 >= argc) usage(("no value after " + flag).c_str());
@@ -102,12 +126,17 @@ Flags parse_flags(int argc, char** argv) {
       f.chain = numbers(value);
     } else if (flag == "--svg") {
       f.svg = value;
+    } else if (flag == "--budget-ratio") {
+      f.budget_ratio = std::atof(value.c_str());
+    } else if (flag == "--cost") {
+      if (value != "roofline" && value != "measured") usage("--cost is roofline or measured");
+      f.cost = value == "measured" ? CostModel::measured : CostModel::roofline;
     } else {
       usage(("unknown flag " + flag).c_str());
     }
   }
   for (const std::string& s : f.strategies) {
-    if (!parse_recompute(s)) usage(("unknown strategy " + s).c_str());
+    if (!parse_recompute(strategy_name(s))) usage(("unknown strategy " + s).c_str());
   }
   return f;
 }
@@ -118,11 +147,17 @@ struct Variant {
   std::string label() const {
     return std::string(recompute_name(recompute)) + (mirror ? "+mirror" : "");
   }
+  // The strategies that a memory budget steers.
+  bool budgeted() const {
+    return recompute == Recompute::budget || recompute == Recompute::optimal ||
+           recompute == Recompute::milp;
+  }
 };
 
 struct Cell {
   size_t arena = 0, activation = 0, recomputed = 0;
   double seconds = -1;  // < 0: not measured
+  bool timed_plan = false;  // arena and recomputed nodes of the timed step (no activation)
 };
 
 OptimizerConfig sgd() {
@@ -131,12 +166,14 @@ OptimizerConfig sgd() {
   return o;
 }
 
-Cell plan_cell(const ModelOptions& model, const Variant& v) {
+Cell plan_cell(const ModelOptions& model, const Variant& v, size_t budget, CostModel cost) {
   PlanRequest request;
   request.model = model;
   request.optimizer = sgd();
   request.recompute = v.recompute;
   request.mirror = v.mirror;
+  request.budget = v.budgeted() ? budget : 0;
+  request.cost = cost;
   auto report = plan_training_step(request);
   if (!report) {
     std::fprintf(stderr, "recompute_sweep: %s\n", report.message().c_str());
@@ -149,39 +186,113 @@ Cell plan_cell(const ModelOptions& model, const Variant& v) {
   return c;
 }
 
-// The median seconds of `steps` training steps after a warm-up step.
-double time_steps(const ModelOptions& model, const Variant& v, DataKind data_kind, int threads,
-                  int64_t steps) {
-  const auto backend = make_cpu_backend(threads);
-  auto program = TrainingProgram::create(model, 1, sgd(), model.batch, *backend, ExecOptions{},
-                                         StepTechniques{.recompute = v.recompute,
-                                                        .mirror = v.mirror});
+// One variant's training step, compiled, with its state and one batch of
+// synthetic data.
+struct TimedStep {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<TrainingProgram> program;
+  StateStore state;
+  Batch batch;
+  StepCounters counters;
+  std::vector<double> seconds;  // of the timed steps
+};
+
+std::unique_ptr<TimedStep> compile_step(const ModelOptions& model, const Variant& v,
+                                        DataKind data_kind, int threads, size_t budget,
+                                        CostModel cost) {
+  auto timed = std::make_unique<TimedStep>();
+  timed->backend = make_cpu_backend(threads);
+  const ExecOptions exec{true, false, v.budgeted() ? budget : 0};
+  auto program =
+      TrainingProgram::create(model, 1, sgd(), model.batch, *timed->backend, exec,
+                              StepTechniques{.recompute = v.recompute, .mirror = v.mirror,
+                                             .cost = cost});
   if (!program) {
     std::fprintf(stderr, "recompute_sweep: %s\n", program.message().c_str());
     std::exit(1);
   }
-  StateStore state;
-  (*program)->init_state(state, 1);
-  auto data = synthetic_source(data_kind, (*program)->model(), model.batch, model.batch, 5);
+  timed->program = std::move(*program);
+  timed->program->init_state(timed->state, 1);
+  auto data = synthetic_source(data_kind, timed->program->model(), model.batch, model.batch, 5);
   if (!data) {
     std::fprintf(stderr, "recompute_sweep: %s\n", data.message().c_str());
     std::exit(1);
   }
-  Batch batch = Batch::for_model((*program)->model());
+  timed->batch = Batch::for_model(timed->program->model());
   std::vector<int64_t> examples(static_cast<size_t>(model.batch));
   std::iota(examples.begin(), examples.end(), 0);
-  if (!(*data)->fill(false, examples, batch).is_ok()) std::exit(1);
-  StepCounters counters;
-  std::vector<double> seconds;
-  for (int64_t s = 0; s <= steps; ++s) {
-    const auto start = std::chrono::steady_clock::now();
-    if (!(*program)->micro_step(state, batch.feeds(), 1, 1.0f, counters)) std::exit(1);
-    const double t =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s > 0) seconds.push_back(t);  // step 0 warms up
+  if (!(*data)->fill(false, examples, timed->batch).is_ok()) std::exit(1);
+  return timed;
+}
+
+// Runs one step; its wall seconds.
+double run_step(TimedStep& timed) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!timed.program->micro_step(timed.state, timed.batch.feeds(), 1, 1.0f, timed.counters)) {
+    std::exit(1);
   }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The middle one, or the mean of the middle two.
+double median(std::vector<double> seconds) {
   std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  const size_t half = seconds.size() / 2;
+  return seconds.size() % 2 ? seconds[half] : (seconds[half - 1] + seconds[half]) / 2;
+}
+
+// The median seconds of `steps` training steps after a warm-up step.
+double time_steps(const ModelOptions& model, const Variant& v, DataKind data_kind, int threads,
+                  int64_t steps, size_t budget, CostModel cost) {
+  const auto timed = compile_step(model, v, data_kind, threads, budget, cost);
+  run_step(*timed);  // warms up
+  for (int64_t s = 0; s < steps; ++s) timed->seconds.push_back(run_step(*timed));
+  return median(timed->seconds);
+}
+
+std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+// --interleave: every variant compiled (variant 0 first: the budget is its
+// arena / ratio), warmed up, then `steps` rounds of one step each in turn.
+void time_interleaved(const ModelOptions& model, const std::vector<Variant>& variants,
+                      DataKind data_kind, const Flags& f, std::vector<Cell>& row) {
+  std::vector<std::unique_ptr<TimedStep>> timed;
+  size_t budget = 0;
+  for (const Variant& v : variants) {
+    timed.push_back(compile_step(model, v, data_kind, f.threads, budget, f.cost));
+    if (timed.size() == 1 && f.budget_ratio > 0) {
+      budget = static_cast<size_t>(static_cast<double>(timed[0]->program->arena_bytes()) /
+                                   f.budget_ratio);
+      std::fprintf(stderr, "budget of the budget-driven strategies: %zu bytes\n", budget);
+    }
+  }
+  std::fprintf(stderr, "load average before: %s\n", load_average().c_str());
+  for (auto& t : timed) run_step(*t);  // warm-up
+  for (int64_t round = 0; round < f.steps; ++round) {
+    for (size_t k = 0; k < variants.size(); ++k) {
+      timed[k]->seconds.push_back(run_step(*timed[k]));
+      std::fprintf(stderr, "round %lld %s: %.3f s\n", static_cast<long long>(round),
+                   variants[k].label().c_str(), timed[k]->seconds.back());
+    }
+  }
+  std::fprintf(stderr, "load average after: %s\n", load_average().c_str());
+  for (size_t k = 0; k < variants.size(); ++k) {
+    Cell& c = row[k];
+    c.arena = timed[k]->program->arena_bytes();
+    c.recomputed = timed[k]->program->recompute_summary().recomputed_nodes;
+    c.activation = 0;
+    c.timed_plan = true;
+    c.seconds = median(timed[k]->seconds);
+    const auto [low, high] =
+        std::minmax_element(timed[k]->seconds.begin(), timed[k]->seconds.end());
+    std::printf("%s: arena %zu bytes, steps min %.3f median %.3f max %.3f s\n",
+                variants[k].label().c_str(), c.arena, *low, c.seconds, *high);
+  }
 }
 
 // n tanh layers of `width` floats over a parameter, summed into the loss,
@@ -259,9 +370,11 @@ void print_table(const Sweep& s, const std::vector<Variant>& variants, const Fla
           ratio = buffer;
         }
       }
-      std::printf("| %lld | %s | %.1f | %.1f | %.3f | %zu | %s | %s |\n",
+      char activation[32] = "-";
+      if (!c.timed_plan) std::snprintf(activation, sizeof activation, "%.1f", mib(c.activation));
+      std::printf("| %lld | %s | %.1f | %s | %.3f | %zu | %s | %s |\n",
                   static_cast<long long>(s.sizes[i]), variants[k].label().c_str(), mib(c.arena),
-                  mib(c.activation), static_cast<double>(c.arena) / static_cast<double>(base.arena),
+                  activation, static_cast<double>(c.arena) / static_cast<double>(base.arena),
                   c.recomputed, step.c_str(), ratio.c_str());
     }
   }
@@ -329,10 +442,11 @@ std::string panel(const Sweep& s, const std::vector<Variant>& variants, double x
 int main(int argc, char** argv) {
   const Flags f = parse_flags(argc, argv);
   std::vector<Variant> variants;
-  for (const std::string& s : f.strategies) variants.push_back({parse_recompute(s).value(), false});
+  for (const std::string& s : f.strategies)
+    variants.push_back({parse_recompute(strategy_name(s)).value(), mirrored(s)});
   if (f.mirror) {
     for (const std::string& s : f.strategies)
-      variants.push_back({parse_recompute(s).value(), true});
+      variants.push_back({parse_recompute(strategy_name(s)).value(), true});
   }
   if (!f.chain.empty()) print_chain(f, variants);
   std::vector<Sweep> sweeps;
@@ -348,18 +462,36 @@ int main(int argc, char** argv) {
       } else {
         model.seq_len = n;
       }
-      std::vector<Cell> row;
-      for (const Variant& v : variants) row.push_back(plan_cell(model, v));
       const int64_t time_limit = resnet ? f.time_depth : f.time_seq;
+      const DataKind kind = resnet ? DataKind::images : DataKind::tokens;
+      std::vector<Cell> row(variants.size());
+      if (f.interleave && n <= time_limit) {
+        model.batch = f.time_batch;
+        time_interleaved(model, variants, kind, f, row);
+        s.cells.push_back(row);
+        std::fprintf(stderr, "%s %lld done\n", s.model.c_str(), static_cast<long long>(n));
+        continue;
+      }
+      size_t budget = 0;
+      for (size_t k = 0; k < variants.size(); ++k) {
+        row[k] = plan_cell(model, variants[k], budget, f.cost);
+        if (k == 0 && f.budget_ratio > 0)
+          budget = static_cast<size_t>(static_cast<double>(row[0].arena) / f.budget_ratio);
+      }
       if (n <= time_limit) {
         model.batch = f.time_batch;
+        // The budget at the time batch: the first variant's arena there.
+        size_t time_budget = 0;
+        if (f.budget_ratio > 0) {
+          time_budget = static_cast<size_t>(
+              static_cast<double>(plan_cell(model, variants[0], 0, f.cost).arena) / f.budget_ratio);
+        }
         // Interleaved rounds, so that load on the machine falls on every variant alike.
         std::vector<std::vector<double>> rounds(variants.size());
         for (int round = 0; round < 2; ++round) {
           for (size_t k = 0; k < variants.size(); ++k) {
-            rounds[k].push_back(time_steps(model, variants[k],
-                                           resnet ? DataKind::images : DataKind::tokens, f.threads,
-                                           f.steps));
+            rounds[k].push_back(
+                time_steps(model, variants[k], kind, f.threads, f.steps, time_budget, f.cost));
           }
         }
         for (size_t k = 0; k < variants.size(); ++k) {

@@ -154,6 +154,19 @@ std::vector<std::vector<int32_t>> segments(const Graph& graph, const std::vector
 
 }  // namespace
 
+Result<std::vector<bool>> mirrored_nodes(const Graph& graph, const RecomputeOptions& options) {
+  std::vector<bool> forward(graph.num_nodes()), mirrored(graph.num_nodes(), false);
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
+    forward[n] = node_phase(graph, graph.nodes()[n]) == Phase::forward;
+  }
+  if (!options.mirror) return mirrored;
+  MEMFIT_ASSIGN_OR_RETURN(const Kept kept, kept_values(graph, forward, options));
+  // Stage 2 gives mirrored nodes level L + 2 and no other node.
+  const auto mirror_level = static_cast<int32_t>(options.levels.size()) + 2;
+  for (size_t n = 0; n < graph.num_nodes(); ++n) mirrored[n] = kept.level[n] == mirror_level;
+  return mirrored;
+}
+
 Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeStats* stats) {
   // Stage 1.
   const size_t num_nodes = graph.num_nodes();

@@ -102,6 +102,10 @@ struct RecomputeStats {
   size_t most_clones = 0;       // the most clones of one forward node
 };
 
+// The forward nodes `options` mirrors (stage 2's rule), by node id: the
+// cost-driven strategies predict mirror's clones from them. Errors as recompute's.
+Result<std::vector<bool>> mirrored_nodes(const Graph& graph, const RecomputeOptions& options);
+
 // Rewrites `graph` as above; true when it inserted clones. A value of `keep`
 // or a level that is not an output of a forward node, or a value listed twice,
 // is an error. `stats` may be null.

@@ -105,9 +105,18 @@ std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, 
   return schedule;
 }
 
-GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
+GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirror) {
   GraphChain chain;
-  chain.candidates = checkpoint_candidates(graph);
+  // With mirror, the nodes the pass mirrors when nothing is kept; a candidate
+  // made by one is left out, so that every checkpoint set chain_keep makes
+  // (candidates and non-mirrored values) leaves this set as it is: keeping a
+  // value un-mirrors only its own producer (recompute.h, stage 2).
+  RecomputeOptions mirror_only;
+  mirror_only.mirror = mirror;
+  const std::vector<bool> mirrored = mirrored_nodes(graph, mirror_only).value();
+  for (ValueId c : checkpoint_candidates(graph)) {
+    if (!mirrored[graph.value(c).producer.idx()]) chain.candidates.push_back(c);
+  }
   const size_t n = chain.candidates.size();
   chain.blocks.assign(n + 1, ChainBlock{});
   chain.block_values.assign(n + 1, {});
@@ -139,6 +148,9 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
     for (ValueId out : node.outputs) {
       if (!any_needed || fixed[out.idx()]) continue;
       droppable[out.idx()] = true;
+      // A mirrored value is never stored: its clones serve each backward
+      // reader, in every schedule alike, so they add the same seconds to all.
+      if (mirrored[i]) continue;
       chain.block_values[block].push_back(out);
       if (!is_candidate[out.idx()] && backward_reads[out.idx()]) {
         chain.blocks[block].saved += graph.value(out).bytes();
@@ -152,9 +164,10 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
     }
   }
   // Stage 2's seconds: the nodes of a block the pass clones, found depth first
-  // from the values the backward pass reads (then from the output), never
-  // leaving the block (its input is a kept checkpoint or a clone of the
-  // block before, counted there).
+  // from the non-mirrored values the backward pass reads (then from the
+  // output), never leaving the block (its input is a kept checkpoint or a
+  // clone of the block before, counted there). The walk passes through the
+  // mirrored nodes the clones read: they are cloned again for the segment.
   std::vector<bool> visited(num_nodes, false);
   std::vector<NodeId> stack;
   auto clone_seconds = [&](ValueId from) {
@@ -204,8 +217,12 @@ std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<Block
 }
 
 TrialSet::TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_of,
-                   const NodeSeconds& seconds)
-    : graph_(graph), candidates_(candidates), arena_of_(arena_of), seconds_(seconds) {
+                   const NodeSeconds& seconds, bool mirror)
+    : graph_(graph),
+      candidates_(candidates),
+      arena_of_(arena_of),
+      seconds_(seconds),
+      mirror_(mirror) {
   forward_seconds_ = graph_seconds(graph, seconds, true);
 }
 
@@ -218,12 +235,17 @@ Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain
     if (k == keep) return &trial;
   }
   PlannedTrial trial{RecomputedGraph{graph_, {candidates_, 0, 0}}, 0, 0};
-  if (!plain) {
-    trial.result.summary.checkpoints = 0;
-    for (ValueId v : keep) trial.result.summary.checkpoints += graph_.value(v).producer.valid();
-    RecomputeStats stats;
+  if (!plain || mirror_) {
     RecomputeOptions options;
-    options.keep = keep;
+    options.mirror = mirror_;
+    // With mirror, the plain graph is mirror alone (every other value kept).
+    options.keep_others = plain;
+    if (!plain) {
+      options.keep = keep;
+      trial.result.summary.checkpoints = 0;
+      for (ValueId v : keep) trial.result.summary.checkpoints += graph_.value(v).producer.valid();
+    }
+    RecomputeStats stats;
     MEMFIT_RETURN_IF_ERROR(recompute(trial.result.graph, options, &stats).status());
     trial.result.summary.recomputed_nodes = stats.recomputed_nodes;
     if (stats.recomputed_nodes > 0) {
@@ -256,13 +278,15 @@ Result<RecomputedGraph> TrialSet::best(size_t target) {
 }
 
 Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
-                                      const NodeSeconds& seconds) {
-  const GraphChain chain = graph_chain(graph, seconds);
-  TrialSet trials(graph, chain.candidates.size(), arena_of, seconds);
+                                      const NodeSeconds& seconds, bool mirror) {
+  const GraphChain chain = graph_chain(graph, seconds, mirror);
+  // The baselines are exactly sqrt's and greedy's checkpoint sets, over every
+  // candidate (with mirror, the chain may have fewer).
+  const std::vector<ValueId> candidates = checkpoint_candidates(graph);
+  TrialSet trials(graph, candidates.size(), arena_of, seconds, mirror);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
-  MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt,
-                          trials.plan(sqrt_checkpoints(chain.candidates)));
-  MEMFIT_RETURN_IF_ERROR(trials.plan(chain.candidates).status());
+  MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(candidates)));
+  MEMFIT_RETURN_IF_ERROR(trials.plan(candidates).status());
   const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
   if (plain->arena <= target) return trials.best(target);
 
@@ -294,13 +318,13 @@ Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
                                                size_t memory_budget, const ArenaOf& arena_of,
                                                const RecomputeCost& cost, bool mirror) {
   const NodeSeconds seconds = cost.seconds ? cost.seconds : roofline_cost();
-  if (mirror && (strategy == Recompute::optimal || strategy == Recompute::milp)) {
-    return Status::error("--mirror combines with none, sqrt, budget and recursive, not with " +
-                         std::string(recompute_name(strategy)));
+  if (mirror && strategy == Recompute::milp) {
+    return Status::error(
+        "--mirror combines with none, sqrt, budget, recursive and optimal, not with milp");
   }
   switch (strategy) {
     case Recompute::optimal:
-      return apply_optimal(std::move(graph), memory_budget, arena_of, seconds);
+      return apply_optimal(std::move(graph), memory_budget, arena_of, seconds, mirror);
     case Recompute::milp:
       return apply_milp(std::move(graph), memory_budget, arena_of, seconds, cost.milp_seconds);
     default:

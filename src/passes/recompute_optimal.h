@@ -20,9 +20,20 @@
 //    nodes whose outputs the backward pass reads and, depth first, the nodes
 //    inside the block that those need, and c_b's producer with its own
 //    needs), `output_seconds` how much less when c_b is kept.
+//    With mirror: the mirrored nodes are those the pass mirrors when nothing
+//    is kept (mirrored_nodes), and candidates made by one are left out of
+//    the chain, so keeping candidates and non-mirrored values changes no
+//    node's mirroring. Mirrored values are never stored: they count in no
+//    block's `saved`, and their per-reader clones cost the same in every
+//    schedule (the DP ignores that constant; the trials' recompute seconds
+//    include it). A recomputed block's `seconds` also counts the mirrored
+//    nodes its clones read (cloned again, once, for the segment). So a
+//    stored block keeps only the outputs of its expensive ops: a block
+//    partly stored, its cheap ops recomputed from them.
 // 3. Schedule family (single-level, what the rewrite pass can express: each
-//    forward node is cloned at most once): every block is `stored` (all its
-//    values kept from the forward pass: nothing recomputed), `checkpointed`
+//    forward node but a mirrored one is cloned at most once): every block is
+//    `stored` (all its values kept from the forward pass, the mirrored
+//    ones aside: nothing else recomputed), `checkpointed`
 //    (its inside recomputed, c_b kept) or `dropped` (its inside and c_b
 //    recomputed). A dropped block is followed by a dropped or checkpointed
 //    block (or is the tail): so the chain is a sequence of units, a stored
@@ -45,7 +56,9 @@
 // 6. Search (apply_optimal): the planner's arena, not the model, is the
 //    truth. The target is the memory budget, or without one the arena of
 //    sqrt. The plain graph, sqrt's and Chen's greedy (the budget
-//    strategy's B = 0) checkpoint sets are planned; then a bisection over
+//    strategy's B = 0) checkpoint sets are planned (with mirror: mirror
+//    alone, sqrt+mirror's and greedy's sets over every candidate, mirrored
+//    too, as apply_recompute makes them); then a bisection over
 //    the DP's budget (12 rounds between 0 and the model peak of storing
 //    everything) rewrites and plans each DP schedule. Of every plan whose
 //    arena fits the target, the least predicted recomputation time wins
@@ -53,7 +66,8 @@
 //    caller's budget check refuses, naming it).
 // Guarantees: the result is a graph of the recompute pass, so it is as
 // correct as that pass; its predicted recompute time is never more than
-// sqrt's at a target that sqrt's arena meets (sqrt is one of the plans).
+// sqrt's (with mirror, sqrt+mirror's) at a target that sqrt's arena meets
+// (sqrt is one of the plans).
 // Cost: the chain O(N + E); one DP O(n^2 G) for n blocks and G = 1024 units,
 // usually far less (a segment stops growing when it passes the budget);
 // the search at most 16 rewrites and plans.
@@ -100,7 +114,8 @@ struct GraphChain {
   std::vector<ChainBlock> blocks;                  // candidates.size() + 1
   std::vector<std::vector<ValueId>> block_values;  // the outputs of each block's dropped nodes
 };
-GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds);
+// With `mirror`, the costs follow the pass's mirror rule (stage 2).
+GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirror = false);
 
 // The checkpoints (RecomputeOptions::keep) that realize `modes` on `chain`.
 std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<BlockMode>& modes);
@@ -112,15 +127,18 @@ struct RecomputeCost {
 };
 
 // apply_recompute for every strategy, with `cost` for optimal and milp.
-// `mirror` combines with none, sqrt, budget and recursive; optimal and milp
-// refuse it (their cost model does not count mirrored clones yet).
+// `mirror` combines with every strategy but milp, which refuses it: its
+// program decides each value on its own, and which values mirror drops
+// depends on which are kept (a kept value's producer is not mirrored, and a
+// mirrored chain then restarts after it), so its memory and cost terms would
+// need a variable per mirrored chain and reader.
 Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
                                                size_t memory_budget, const ArenaOf& arena_of,
                                                const RecomputeCost& cost, bool mirror = false);
 
 // Stage 6.
 Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
-                                      const NodeSeconds& seconds);
+                                      const NodeSeconds& seconds, bool mirror = false);
 
 // Used by optimal and milp: a checkpoint set rewritten and planned.
 struct PlannedTrial {
@@ -130,9 +148,11 @@ struct PlannedTrial {
 };
 class TrialSet {
  public:
+  // With `mirror`, every rewrite mirrors too (RecomputeOptions::mirror).
   TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_of,
-           const NodeSeconds& seconds);
-  // Rewrites with `keep` (plain: the graph as it is) and plans it, once per distinct set.
+           const NodeSeconds& seconds, bool mirror = false);
+  // Rewrites with `keep` (plain: the graph as it is, or with mirror mirror
+  // alone) and plans it, once per distinct set.
   Result<const PlannedTrial*> plan(std::vector<ValueId> keep, bool plain = false);
   // The best plan for `target` (0: the smallest arena): see stage 6.
   Result<RecomputedGraph> best(size_t target);
@@ -142,6 +162,7 @@ class TrialSet {
   size_t candidates_;
   const ArenaOf& arena_of_;
   const NodeSeconds& seconds_;
+  bool mirror_ = false;
   double forward_seconds_ = 0;
   std::deque<std::pair<std::vector<ValueId>, PlannedTrial>> trials_;  // stable addresses
 };

@@ -152,7 +152,6 @@ Status over_budget(const PlanRequest& request, size_t arena, const Backend& back
         if (!request.auto_policy && recompute == request.recompute && mirror == request.mirror) {
           continue;
         }
-        if (mirror && recompute == Recompute::optimal) continue;  // they do not combine
         PlanRequest other = request;
         other.auto_policy = false;
         other.recompute = recompute;

@@ -117,7 +117,7 @@ void add_recompute_option(CLI::App* cmd, std::string& strategy, bool& mirror) {
   cmd->add_flag("--mirror", mirror,
                 "also recompute the outputs of cheap ops (activations, batch norm, dropout, "
                 "scale, add, mul, reshape, transpose) for each backward reader; with any "
-                "--recompute, or alone");
+                "--recompute but milp, or alone");
 }
 
 // --cost and --milp-seconds, shared by train and plan.
