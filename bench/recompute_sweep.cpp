@@ -4,17 +4,22 @@
 // model and writes an SVG plot of activation memory against n.
 //
 //   ./build/bench/recompute_sweep [--strategies none,sqrt,recursive] [--mirror]
-//       [--depths 29,56,110,164,326,650,1001] [--seq-lens 25,50,100,200]
-//       [--plan-batch 64] [--time-batch 8] [--time-depth 164] [--time-seq 100]
+//       [--depths 29,56,110,164,326,650,1001] [--seq-lens 100,200,500,1000,2000,5000]
+//       [--plan-batch 64] [--time-batch 8] [--seq-batch 20] [--time-depth 164]
+//       [--time-seq 100]
 //       [--steps 3] [--threads 2] [--svg FILE] [--chain 32,64,...,1024]
 //
 // Planned: the arena of one SGD training step at --plan-batch on the cpu
 // backend (memfit plan's), and its activation memory: the arena minus the
 // parameter and optimizer-state bytes live at the peak, i.e. what the step
 // needs beyond the model's persistent state (activations, their gradients,
-// parameter gradients in flight, workspaces). Measured: the median wall time
+// parameter gradients in flight, workspaces). lstm-lm is planned and timed
+// at --seq-batch (its default batch, 20). Measured: the median wall time
 // of --steps training steps after one warm-up step, at --time-batch, for
 // depths up to --time-depth and sequence lengths up to --time-seq (0: none).
+// After each table, the growth: activation MiB / n, / sqrt(n) and / log2(n)
+// per strategy, the one that stays flat telling the order of growth.
+// --depths '' or --seq-lens '' leaves that model out (and its SVG panel).
 // --mirror adds each strategy again with mirror. --chain first prints the
 // planned arena (reference backend) of a chain of n tanh layers of 64 KiB
 // each (tests/recompute_levels_test.cpp asserts its growth), in layers.
@@ -42,8 +47,9 @@ struct Flags {
   std::vector<std::string> strategies = {"none", "sqrt", "recursive"};
   bool mirror = false;
   std::vector<int64_t> depths = {29, 56, 110, 164, 326, 650, 1001};
-  std::vector<int64_t> seq_lens = {25, 50, 100, 200};
-  int64_t plan_batch = 64, time_batch = 8, time_depth = 164, time_seq = 100, steps = 3;
+  std::vector<int64_t> seq_lens = {100, 200, 500, 1000, 2000, 5000};
+  int64_t plan_batch = 64, time_batch = 8, seq_batch = 20, time_depth = 164, time_seq = 100,
+          steps = 3;
   int threads = 2;
   std::string svg;
   std::vector<int64_t> chain;
@@ -92,6 +98,8 @@ Flags parse_flags(int argc, char** argv) {
       f.time_batch = std::atoll(value.c_str());
     } else if (flag == "--time-depth") {
       f.time_depth = std::atoll(value.c_str());
+    } else if (flag == "--seq-batch") {
+      f.seq_batch = std::atoll(value.c_str());
     } else if (flag == "--time-seq") {
       f.time_seq = std::atoll(value.c_str());
     } else if (flag == "--steps") {
@@ -237,10 +245,12 @@ struct Sweep {
 };
 
 void print_table(const Sweep& s, const std::vector<Variant>& variants, const Flags& f) {
+  const bool resnet = s.model == "resnet-cifar";
   std::printf(
       "\n%s: planned at batch %lld; step time at batch %lld, %d threads (median of %lld)\n\n",
-      s.model.c_str(), static_cast<long long>(f.plan_batch), static_cast<long long>(f.time_batch),
-      f.threads, static_cast<long long>(f.steps));
+      s.model.c_str(), static_cast<long long>(resnet ? f.plan_batch : f.seq_batch),
+      static_cast<long long>(resnet ? f.time_batch : f.seq_batch), f.threads,
+      static_cast<long long>(f.steps));
   std::printf(
       "| %s | strategy | arena MiB | activation MiB | arena / none | recomputed nodes | "
       "step s | time / none |\n|---|---|---|---|---|---|---|---|\n",
@@ -264,6 +274,21 @@ void print_table(const Sweep& s, const std::vector<Variant>& variants, const Fla
                   mib(c.activation), static_cast<double>(c.arena) / static_cast<double>(base.arena),
                   c.recomputed, step.c_str(), ratio.c_str());
     }
+  }
+  std::printf("\n%s growth: activation MiB / n, / sqrt(n), / log2(n)\n\n| %s |", s.model.c_str(),
+              s.axis.c_str());
+  for (const Variant& v : variants) std::printf(" %s |", v.label().c_str());
+  std::printf("\n|---|");
+  for (size_t k = 0; k < variants.size(); ++k) std::printf("---|");
+  std::printf("\n");
+  for (size_t i = 0; i < s.sizes.size(); ++i) {
+    const auto n = static_cast<double>(s.sizes[i]);
+    std::printf("| %lld |", static_cast<long long>(s.sizes[i]));
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const double a = mib(s.cells[i][k].activation);
+      std::printf(" %.3f, %.2f, %.1f |", a / n, a / std::sqrt(n), a / std::log2(n));
+    }
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -342,7 +367,7 @@ int main(int argc, char** argv) {
   for (Sweep& s : sweeps) {
     const bool resnet = s.model == "resnet-cifar";
     for (int64_t n : s.sizes) {
-      ModelOptions model{.name = s.model, .batch = f.plan_batch};
+      ModelOptions model{.name = s.model, .batch = resnet ? f.plan_batch : f.seq_batch};
       if (resnet) {
         model.depth = n;
       } else {
@@ -352,7 +377,7 @@ int main(int argc, char** argv) {
       for (const Variant& v : variants) row.push_back(plan_cell(model, v));
       const int64_t time_limit = resnet ? f.time_depth : f.time_seq;
       if (n <= time_limit) {
-        model.batch = f.time_batch;
+        model.batch = resnet ? f.time_batch : f.seq_batch;
         // Interleaved rounds, so that load on the machine falls on every variant alike.
         std::vector<std::vector<double>> rounds(variants.size());
         for (int round = 0; round < 2; ++round) {

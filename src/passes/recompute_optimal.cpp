@@ -128,7 +128,11 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
   std::vector<bool> droppable(graph.num_values(), false);
   std::vector<int32_t> block_of(num_nodes, -1);
   std::vector<bool> is_candidate(graph.num_values(), false);
-  for (ValueId c : chain.candidates) is_candidate[c.idx()] = true;
+  std::vector<int32_t> cut_after(num_nodes, -1);  // the candidate taken after each node
+  for (size_t c = 0; c < n; ++c) {
+    for (ValueId v : chain.candidates[c].values) is_candidate[v.idx()] = true;
+    cut_after[chain.candidates[c].after.idx()] = static_cast<int32_t>(c);
+  }
   size_t block = 0;
   for (size_t i = 0; i < num_nodes; ++i) {
     if (!forward[i]) continue;
@@ -144,11 +148,12 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
         chain.blocks[block].saved += graph.value(out).bytes();
       }
     }
-    for (ValueId out : node.outputs) {
-      if (is_candidate[out.idx()]) {
-        chain.blocks[block].output = graph.value(out).bytes();
-        ++block;
+    if (cut_after[i] >= 0) {
+      // c_b's bytes: the sum of its cut's values.
+      for (ValueId v : chain.candidates[static_cast<size_t>(cut_after[i])].values) {
+        chain.blocks[block].output += graph.value(v).bytes();
       }
+      ++block;
     }
   }
   // Stage 2's seconds: the nodes of a block the pass clones, found depth first
@@ -184,7 +189,11 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds) {
       if (backward_reads[v.idx()] && !is_candidate[v.idx()]) inner += clone_seconds(v);
     }
     double output = 0;
-    if (b < n && droppable[chain.candidates[b].idx()]) output = clone_seconds(chain.candidates[b]);
+    if (b < n) {
+      for (ValueId v : chain.candidates[b].values) {
+        if (droppable[v.idx()]) output += clone_seconds(v);
+      }
+    }
     chain.blocks[b].seconds = inner + output;
     chain.blocks[b].output_seconds = output;
   }
@@ -197,7 +206,8 @@ std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<Block
     if (modes[b] == BlockMode::stored) {
       keep.insert(keep.end(), chain.block_values[b].begin(), chain.block_values[b].end());
     } else if (modes[b] == BlockMode::checkpointed) {
-      keep.push_back(chain.candidates[b]);
+      keep.insert(keep.end(), chain.candidates[b].values.begin(),
+                  chain.candidates[b].values.end());
     }
   }
   return keep;
@@ -262,7 +272,7 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt,
                           trials.plan(sqrt_checkpoints(chain.candidates)));
-  MEMFIT_RETURN_IF_ERROR(trials.plan(chain.candidates).status());
+  MEMFIT_RETURN_IF_ERROR(trials.plan(cut_values(chain.candidates)).status());
   const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
   if (plain->arena <= target) return trials.best(target);
 
@@ -287,7 +297,15 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
                             trials.plan(chain_keep(chain, schedule->modes)));
     (trial->arena <= target ? lo : hi) = mid;
   }
-  return trials.best(target);
+  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph best, trials.best(target));
+  MEMFIT_ASSIGN_OR_RETURN(const size_t best_arena, arena_of(best.graph));
+  if (best_arena <= target) return best;
+  // Nothing fits: the DP's model (multi-value cuts of recurrent graphs) can
+  // miss a plan of Chen's greedy search, so that search is the fallback.
+  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph greedy,
+                          apply_recompute(graph, Recompute::budget, target, arena_of));
+  MEMFIT_ASSIGN_OR_RETURN(const size_t greedy_arena, arena_of(greedy.graph));
+  return greedy_arena < best_arena ? greedy : best;
 }
 
 Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
