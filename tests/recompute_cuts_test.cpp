@@ -51,8 +51,7 @@ std::vector<std::vector<std::string>> names(const Graph& g, const std::vector<Cu
 TEST(RecomputeCuts, TwoValuesCrossingABoundaryFormOneCandidate) {
   const Graph g = two_chains(true);
   using Names = std::vector<std::vector<std::string>>;
-  EXPECT_EQ(names(g, checkpoint_candidates(g)),
-            (Names{{"x"}, {"a", "b"}, {"a2", "b2"}, {"c"}}));
+  EXPECT_EQ(names(g, checkpoint_candidates(g)), (Names{{"x"}, {"a", "b"}, {"a2", "b2"}, {"c"}}));
   // A cut of more values than the limit is no candidate.
   EXPECT_EQ(names(g, checkpoint_candidates(g, 1)), (Names{{"x"}, {"c"}}));
   // Keeping a candidate keeps all its values; the rewrite accepts them.
@@ -101,7 +100,9 @@ TEST(RecomputeCuts, UnrolledLstmGrowsLinearlySqrtAndLogarithmically) {
   ASSERT_GT(none_s, 0u);
   EXPECT_LT(sqrt_l * 2, none_l);  // well below
   EXPECT_LT(rec_l, sqrt_l);
-  const auto ratio = [](size_t a, size_t b) { return static_cast<double>(b) / static_cast<double>(a); };
+  const auto ratio = [](size_t a, size_t b) {
+    return static_cast<double>(b) / static_cast<double>(a);
+  };
   EXPECT_GT(ratio(none_s, none_l), 3.0);
   EXPECT_LT(ratio(none_s, none_l), 4.5);
   // Beside a constant part (gradients of the parameters, the head's

@@ -79,7 +79,8 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
     // At least one output has a gradient. Rules of multi-output ops handle
     // missing ones: split fills zeros, batch_norm differentiates output 0 only.
     auto status = info.grad(ctx);
-    if (!status.is_ok()) return Status::error("gradient of node '" + node.name + "': " + status.message());
+    if (!status.is_ok())
+      return Status::error("gradient of node '" + node.name + "': " + status.message());
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const ValueId in = node.inputs[i];
       if (!ctx.input_grads[i].valid() || !needs[in.idx()]) continue;
@@ -89,7 +90,8 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
       // per step: summed as they come (the same sums, in the same order, as
       // at the end), so the given order holds one partial sum, not every part.
       if (is_wrt[in.idx()] && parts.size() == 2) {
-        MEMFIT_ASSIGN_OR_RETURN(ValueId total, sum_contributions(graph, graph.value(in).name, parts));
+        MEMFIT_ASSIGN_OR_RETURN(ValueId total,
+                                sum_contributions(graph, graph.value(in).name, parts));
         parts = {total};
       }
     }

@@ -119,8 +119,8 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   }
   const ValueId dec_w = b.parameter("decoder.weight", {v, w}, init);
   const ValueId dec_b = b.parameter("decoder.bias", {v}, init);
-  ValueId sum;                   // f32 scalar: the cross-entropies of the steps so far
-  std::vector<ValueId> logits;   // (N, 1, V) per step; kept only for evaluation graphs
+  ValueId sum;                  // f32 scalar: the cross-entropies of the steps so far
+  std::vector<ValueId> logits;  // (N, 1, V) per step; kept only for evaluation graphs
   for (int64_t t = 0; t < steps; ++t) {
     const ValueId ids = b.reshape(b.slice(tokens, 1, t, t + 1), {n});
     ValueId x = b.dropout(b.op(OpKind::embedding, {ids, table}, NoAttrs{}, "embedding"), 0.2f);
@@ -131,10 +131,9 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
       const ValueId xw =
           b.op(OpKind::linear, {x, layer.w_ih, layer.b_ih}, NoAttrs{}, name + ".ih");  // (N, 4W)
       // With no initial state, W_hh h is zero but the bias b_hh still counts.
-      const ValueId hw =
-          layer.h.valid()
-              ? b.op(OpKind::linear, {layer.h, layer.w_hh, layer.b_hh}, NoAttrs{}, name + ".hh")
-              : layer.b_hh;
+      const ValueId hw = layer.h.valid() ? b.op(OpKind::linear, {layer.h, layer.w_hh, layer.b_hh},
+                                                NoAttrs{}, name + ".hh")
+                                         : layer.b_hh;
       const ValueId gates = b.add(xw, hw);
       const ValueId i = b.sigmoid(b.slice(gates, 1, 0, w));
       const ValueId f = b.sigmoid(b.slice(gates, 1, w, 2 * w));
@@ -145,10 +144,12 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
       layer.h = b.mul(og, b.tanh(layer.c));
       x = layer.h;
     }
-    const ValueId y = b.op(OpKind::linear, {b.dropout(x, 0.2f), dec_w, dec_b}, NoAttrs{}, "decoder");
+    const ValueId y =
+        b.op(OpKind::linear, {b.dropout(x, 0.2f), dec_w, dec_b}, NoAttrs{}, "decoder");
     if (!training) logits.push_back(b.reshape(y, {n, 1, v}));
     const ValueId step_labels = b.reshape(b.slice(labels, 1, t, t + 1), {n});
-    const ValueId loss = b.op(OpKind::softmax_cross_entropy, {y, step_labels}, NoAttrs{}, "step_loss");
+    const ValueId loss =
+        b.op(OpKind::softmax_cross_entropy, {y, step_labels}, NoAttrs{}, "step_loss");
     sum = t == 0 ? loss : b.add(sum, loss);
     if (training && t + 1 == steps) logits.push_back(y);
   }

@@ -206,8 +206,7 @@ std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<Block
     if (modes[b] == BlockMode::stored) {
       keep.insert(keep.end(), chain.block_values[b].begin(), chain.block_values[b].end());
     } else if (modes[b] == BlockMode::checkpointed) {
-      keep.insert(keep.end(), chain.candidates[b].values.begin(),
-                  chain.candidates[b].values.end());
+      keep.insert(keep.end(), chain.candidates[b].values.begin(), chain.candidates[b].values.end());
     }
   }
   return keep;

@@ -80,7 +80,8 @@ std::vector<Cut> checkpoint_candidates(const Graph& graph, size_t max_values) {
     const Node& node = graph.node(forward[i]);
     const auto here = static_cast<int64_t>(i);
     for (ValueId in : node.inputs) {
-      if (made[in.idx()] >= 0 && last_read[in.idx()] == here) open.erase({made[in.idx()], in.index});
+      if (made[in.idx()] >= 0 && last_read[in.idx()] == here)
+        open.erase({made[in.idx()], in.index});
     }
     bool opened = false;
     for (ValueId out : node.outputs) {

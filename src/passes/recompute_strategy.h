@@ -56,7 +56,7 @@ std::vector<ValueId> sqrt_checkpoints(const std::vector<Cut>& candidates);
 struct GreedyCheckpoints {
   std::vector<ValueId> checkpoints;  // the values of the kept cuts
   size_t kept_bytes = 0;             // the checkpoints' bytes
-  size_t largest_segment = 0;  // the most bytes summed in one segment
+  size_t largest_segment = 0;        // the most bytes summed in one segment
 };
 GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<Cut>& candidates,
                                      size_t segment_bytes);
