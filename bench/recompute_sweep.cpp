@@ -4,8 +4,9 @@
 // model and writes an SVG plot of activation memory against n.
 //
 //   ./build/bench/recompute_sweep [--strategies none,sqrt,recursive] [--mirror]
-//       [--depths 29,56,110,164,326,650,1001] [--seq-lens 25,50,100,200]
-//       [--plan-batch 64] [--time-batch 8] [--time-depth 164] [--time-seq 100]
+//       [--depths 29,56,110,164,326,650,1001] [--seq-lens 100,200,500,1000,2000,5000]
+//       [--plan-batch 64] [--time-batch 8] [--seq-batch 20] [--time-depth 164]
+//       [--time-seq 100]
 //       [--steps 3] [--threads 2] [--svg FILE] [--chain 32,64,...,1024]
 //       [--budget-ratio R] [--cost roofline|measured] [--interleave]
 //
@@ -13,7 +14,8 @@
 // backend (memfit plan's), and its activation memory: the arena minus the
 // parameter and optimizer-state bytes live at the peak, i.e. what the step
 // needs beyond the model's persistent state (activations, their gradients,
-// parameter gradients in flight, workspaces). Measured: the median wall time
+// parameter gradients in flight, workspaces). lstm-lm is planned and timed
+// at --seq-batch (its default batch, 20). Measured: the median wall time
 // of --steps training steps after one warm-up step, at --time-batch, for
 // depths up to --time-depth and sequence lengths up to --time-seq (0: none).
 // --mirror adds each strategy again with mirror; a strategy written S+mirror
@@ -27,7 +29,11 @@
 // machine falls on every strategy alike; the row's arena and recomputed
 // nodes are then those of the timed step (at --time-batch), its step time
 // the median, and every step's time and the load average (/proc/loadavg)
-// before and after are printed. --chain first prints the
+// before and after are printed.
+// After each table, the growth: activation MiB / n, / sqrt(n) and / log2(n)
+// per strategy, the one that stays flat telling the order of growth.
+// --depths '' or --seq-lens '' leaves that model out (and its SVG panel).
+// --mirror adds each strategy again with mirror. --chain first prints the
 // planned arena (reference backend) of a chain of n tanh layers of 64 KiB
 // each (tests/recompute_levels_test.cpp asserts its growth), in layers.
 #include <algorithm>
@@ -56,8 +62,9 @@ struct Flags {
   std::vector<std::string> strategies = {"none", "sqrt", "recursive"};
   bool mirror = false;
   std::vector<int64_t> depths = {29, 56, 110, 164, 326, 650, 1001};
-  std::vector<int64_t> seq_lens = {25, 50, 100, 200};
-  int64_t plan_batch = 64, time_batch = 8, time_depth = 164, time_seq = 100, steps = 3;
+  std::vector<int64_t> seq_lens = {100, 200, 500, 1000, 2000, 5000};
+  int64_t plan_batch = 64, time_batch = 8, seq_batch = 20, time_depth = 164, time_seq = 100,
+          steps = 3;
   int threads = 2;
   std::string svg;
   std::vector<int64_t> chain;
@@ -116,6 +123,8 @@ Flags parse_flags(int argc, char** argv) {
       f.time_batch = std::atoll(value.c_str());
     } else if (flag == "--time-depth") {
       f.time_depth = std::atoll(value.c_str());
+    } else if (flag == "--seq-batch") {
+      f.seq_batch = std::atoll(value.c_str());
     } else if (flag == "--time-seq") {
       f.time_seq = std::atoll(value.c_str());
     } else if (flag == "--steps") {
@@ -348,10 +357,12 @@ struct Sweep {
 };
 
 void print_table(const Sweep& s, const std::vector<Variant>& variants, const Flags& f) {
+  const bool resnet = s.model == "resnet-cifar";
   std::printf(
       "\n%s: planned at batch %lld; step time at batch %lld, %d threads (median of %lld)\n\n",
-      s.model.c_str(), static_cast<long long>(f.plan_batch), static_cast<long long>(f.time_batch),
-      f.threads, static_cast<long long>(f.steps));
+      s.model.c_str(), static_cast<long long>(resnet ? f.plan_batch : f.seq_batch),
+      static_cast<long long>(resnet ? f.time_batch : f.seq_batch), f.threads,
+      static_cast<long long>(f.steps));
   std::printf(
       "| %s | strategy | arena MiB | activation MiB | arena / none | recomputed nodes | "
       "step s | time / none |\n|---|---|---|---|---|---|---|---|\n",
@@ -377,6 +388,21 @@ void print_table(const Sweep& s, const std::vector<Variant>& variants, const Fla
                   activation, static_cast<double>(c.arena) / static_cast<double>(base.arena),
                   c.recomputed, step.c_str(), ratio.c_str());
     }
+  }
+  std::printf("\n%s growth: activation MiB / n, / sqrt(n), / log2(n)\n\n| %s |", s.model.c_str(),
+              s.axis.c_str());
+  for (const Variant& v : variants) std::printf(" %s |", v.label().c_str());
+  std::printf("\n|---|");
+  for (size_t k = 0; k < variants.size(); ++k) std::printf("---|");
+  std::printf("\n");
+  for (size_t i = 0; i < s.sizes.size(); ++i) {
+    const auto n = static_cast<double>(s.sizes[i]);
+    std::printf("| %lld |", static_cast<long long>(s.sizes[i]));
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const double a = mib(s.cells[i][k].activation);
+      std::printf(" %.3f, %.2f, %.1f |", a / n, a / std::sqrt(n), a / std::log2(n));
+    }
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -456,7 +482,7 @@ int main(int argc, char** argv) {
   for (Sweep& s : sweeps) {
     const bool resnet = s.model == "resnet-cifar";
     for (int64_t n : s.sizes) {
-      ModelOptions model{.name = s.model, .batch = f.plan_batch};
+      ModelOptions model{.name = s.model, .batch = resnet ? f.plan_batch : f.seq_batch};
       if (resnet) {
         model.depth = n;
       } else {
@@ -479,7 +505,7 @@ int main(int argc, char** argv) {
           budget = static_cast<size_t>(static_cast<double>(row[0].arena) / f.budget_ratio);
       }
       if (n <= time_limit) {
-        model.batch = f.time_batch;
+        model.batch = resnet ? f.time_batch : f.seq_batch;
         // The budget at the time batch: the first variant's arena there.
         size_t time_budget = 0;
         if (f.budget_ratio > 0) {

@@ -94,8 +94,8 @@ TEST(RecomputeLevels, NestedCheckpointsCloneANodeOncePerLevel) {
 }
 
 TEST(RecomputeLevels, RecursiveCheckpointsFormABalancedTree) {
-  std::vector<ValueId> candidates;
-  for (int i = 0; i < 7; ++i) candidates.push_back(ValueId(i));
+  std::vector<Cut> candidates;
+  for (int i = 0; i < 7; ++i) candidates.push_back({NodeId(i), {ValueId(i)}});
   const NestedCheckpoints nested = recursive_checkpoints(candidates);
   EXPECT_EQ(nested.keep, std::vector<ValueId>{ValueId(3)});
   ASSERT_EQ(nested.levels.size(), 2u);

@@ -240,7 +240,7 @@ TEST(Recompute, KeepingNoActivationReplaysTheForwardPassExactly) {
   for (bool keep_candidates : {false, true}) {
     Graph g = s.graph;
     RecomputeOptions options;
-    if (keep_candidates) options.keep = checkpoint_candidates(g);
+    if (keep_candidates) options.keep = cut_values(checkpoint_candidates(g));
     RecomputeStats stats;
     auto changed = recompute(g, options, &stats);
     ASSERT_TRUE(changed.is_ok()) << changed.message();
@@ -307,7 +307,9 @@ TEST(Recompute, CandidatesNeverCutAResidualBlock) {
       build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20}, 1, sgd(),
                        UpdateMode::apply, nullptr)
           .value();
-  const std::vector<ValueId> candidates = checkpoint_candidates(g);
+  const std::vector<Cut> cuts = checkpoint_candidates(g);
+  const std::vector<ValueId> candidates = cut_values(cuts);
+  ASSERT_EQ(candidates.size(), cuts.size());  // single values only
   size_t adds = 0;
   for (ValueId v : candidates) {
     const Node& producer = g.node(g.value(v).producer);
@@ -323,7 +325,7 @@ TEST(Recompute, CandidatesNeverCutAResidualBlock) {
     EXPECT_LT(g.value(candidates[i - 1]).producer, g.value(candidates[i]).producer);
   }
   // sqrt: every ceil(sqrt(n))-th.
-  const std::vector<ValueId> kept = sqrt_checkpoints(candidates);
+  const std::vector<ValueId> kept = sqrt_checkpoints(cuts);
   const auto k = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(candidates.size()))));
   ASSERT_EQ(kept.size(), candidates.size() / k);
   for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i], candidates[(i + 1) * k - 1]);
@@ -332,11 +334,12 @@ TEST(Recompute, CandidatesNeverCutAResidualBlock) {
 TEST(Recompute, GreedyKeepsACandidateWhenItsSegmentPassesTheBudget) {
   const Graph g =
       build_step_graph({.name = "lenet", .batch = 4}, 1, sgd(), UpdateMode::apply, nullptr).value();
-  const std::vector<ValueId> candidates = checkpoint_candidates(g);
+  const std::vector<Cut> cuts = checkpoint_candidates(g);
+  const std::vector<ValueId> candidates = cut_values(cuts);
   // Budget 0: every candidate ends a segment; a budget over the whole forward
   // pass keeps none, and the one segment holds every forward byte.
-  EXPECT_EQ(greedy_checkpoints(g, candidates, 0).checkpoints, candidates);
-  const GreedyCheckpoints none = greedy_checkpoints(g, candidates, size_t{1} << 40);
+  EXPECT_EQ(greedy_checkpoints(g, cuts, 0).checkpoints, candidates);
+  const GreedyCheckpoints none = greedy_checkpoints(g, cuts, size_t{1} << 40);
   EXPECT_TRUE(none.checkpoints.empty());
   EXPECT_EQ(none.kept_bytes, 0u);
   size_t forward_bytes = 0;
@@ -346,7 +349,7 @@ TEST(Recompute, GreedyKeepsACandidateWhenItsSegmentPassesTheBudget) {
   }
   EXPECT_EQ(none.largest_segment, forward_bytes);
   // In between, segments never exceed the budget by more than one node's outputs.
-  const GreedyCheckpoints some = greedy_checkpoints(g, candidates, forward_bytes / 3);
+  const GreedyCheckpoints some = greedy_checkpoints(g, cuts, forward_bytes / 3);
   EXPECT_GE(some.checkpoints.size(), 1u);
   EXPECT_LT(some.checkpoints.size(), candidates.size());
 }

@@ -95,6 +95,9 @@ class ModelBuilder {
   // The mean cross-entropy of logits (M, classes) against labels of M
   // elements in any shape: sets logits and loss.
   ValueId cross_entropy(ValueId logits, ValueId labels);
+  // For a loss built from parts (an unrolled sequence's per-step
+  // cross-entropies): `logits` (M, classes) and the f32 scalar `loss`.
+  void set_loss(ValueId logits, ValueId loss);
 
   // Single ops, for models built from primitives (LSTM cells, attention).
   ValueId reshape(ValueId x, Shape shape);

@@ -146,6 +146,8 @@ class Graph {
   std::vector<StateUpdate> updates_;
   std::unordered_map<std::string, int32_t> value_by_name_;
   std::unordered_map<std::string, int32_t> node_by_name_;
+  // The next suffix to try for a base name (unique_*_name's search).
+  mutable std::unordered_map<std::string, int32_t> value_suffix_, node_suffix_;
 };
 
 // Checks order (every input is produced earlier), arity, dtypes and shapes

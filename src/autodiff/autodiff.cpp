@@ -5,7 +5,8 @@
 // 1. needs[v]: v is in `wrt` or computed from one by differentiable ops.
 // 2. Seed: the loss's gradient is fill(loss_scale).
 // 3. Reverse sweep: gradient contributions per value, summed with add nodes
-//    when a value has several readers; the rule appends the backward nodes.
+//    when a value has several readers (for the `wrt` values, as each part
+//    arrives); the rule appends the backward nodes.
 // 4. Rules may compute gradients nobody needs (of the input images, say);
 //    remove_dead_nodes deletes them once the optimizer consumed what is needed.
 // Linear in the number of nodes and values.
@@ -39,8 +40,8 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
     return Status::error("the loss '" + graph.value(loss).name + "' must be an f32 scalar");
   }
   const size_t forward_nodes = graph.num_nodes();
-  std::vector<bool> needs(graph.num_values(), false);
-  for (ValueId v : wrt) needs[v.idx()] = true;
+  std::vector<bool> needs(graph.num_values(), false), is_wrt(graph.num_values(), false);
+  for (ValueId v : wrt) needs[v.idx()] = is_wrt[v.idx()] = true;
   for (size_t n = 0; n < forward_nodes; ++n) {
     const Node& node = graph.nodes()[n];
     if (!op_info(node.op).grad) continue;
@@ -78,10 +79,20 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
     // At least one output has a gradient. Rules of multi-output ops handle
     // missing ones: split fills zeros, batch_norm differentiates output 0 only.
     auto status = info.grad(ctx);
-    if (!status.is_ok()) return Status::error("gradient of node '" + node.name + "': " + status.message());
+    if (!status.is_ok())
+      return Status::error("gradient of node '" + node.name + "': " + status.message());
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (ctx.input_grads[i].valid() && needs[node.inputs[i].idx()]) {
-        contributions[node.inputs[i].idx()].push_back(ctx.input_grads[i]);
+      const ValueId in = node.inputs[i];
+      if (!ctx.input_grads[i].valid() || !needs[in.idx()]) continue;
+      auto& parts = contributions[in.idx()];
+      parts.push_back(ctx.input_grads[i]);
+      // A parameter read at every step of an unrolled network gets one part
+      // per step: summed as they come (the same sums, in the same order, as
+      // at the end), so the given order holds one partial sum, not every part.
+      if (is_wrt[in.idx()] && parts.size() == 2) {
+        MEMFIT_ASSIGN_OR_RETURN(ValueId total,
+                                sum_contributions(graph, graph.value(in).name, parts));
+        parts = {total};
       }
     }
   }

@@ -149,23 +149,29 @@ ValueId Graph::find_value(std::string_view name) const {
 
 namespace {
 
-std::string first_free(std::string_view base,
-                       const std::unordered_map<std::string, int32_t>& taken) {
+// The base name, or else base_1, base_2, ...: the first not taken. Names are
+// never given back, so every suffix below the last one returned for a base
+// stays taken and the search resumes there (`next`): a name used at every
+// step of an unrolled network costs O(1), not O(its uses).
+std::string first_free(std::string_view base, const std::unordered_map<std::string, int32_t>& taken,
+                       std::unordered_map<std::string, int32_t>& next) {
   std::string name(base);
-  for (int suffix = 1; taken.count(name); ++suffix) {
+  if (!taken.count(name)) return name;
+  int32_t& suffix = next.try_emplace(name, 1).first->second;
+  for (;; ++suffix) {
     name = std::string(base) + "_" + std::to_string(suffix);
+    if (!taken.count(name)) return name;
   }
-  return name;
 }
 
 }  // namespace
 
 std::string Graph::unique_value_name(std::string_view base) const {
-  return first_free(base, value_by_name_);
+  return first_free(base, value_by_name_, value_suffix_);
 }
 
 std::string Graph::unique_node_name(std::string_view base) const {
-  return first_free(base, node_by_name_);
+  return first_free(base, node_by_name_, node_suffix_);
 }
 
 ValueId Graph::add_value_raw(Value value) {

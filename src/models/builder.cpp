@@ -229,6 +229,11 @@ ValueId ModelBuilder::cross_entropy(ValueId logits, ValueId labels) {
   return model_.loss;
 }
 
+void ModelBuilder::set_loss(ValueId logits, ValueId loss) {
+  model_.logits = logits;
+  model_.loss = loss;
+}
+
 ValueId ModelBuilder::reshape(ValueId x, Shape shape) {
   return op(OpKind::reshape, {x}, ShapeAttrs{std::move(shape)}, "reshape");
 }

@@ -1,7 +1,8 @@
 // LSTM models unrolled over time, one group of nodes per time step, so that
 // the planner sees (and may recompute or swap) every step's activations:
 // - lstm-lm: the language model of Zaremba et al. 2014 ("medium": 2 layers of
-//   650 units, 35 steps, a 10,000-token vocabulary), dropout 0.2 between layers;
+//   650 units, 35 steps, a 10,000-token vocabulary), dropout 0.2 between layers,
+//   built time-major (each step's input projection, decoder and loss apart);
 // - seq2seq: an encoder-decoder of Luong et al. 2015 (4 layers of 1000 units,
 //   a 50,000-token vocabulary on each side), the decoder starting from the
 //   encoder's final states, with global "general" attention over the encoder's
@@ -87,17 +88,78 @@ Status check_sizes(const ModelOptions& o) {
 
 }  // namespace
 
-// tokens (N, T) -> embedding (N, T, W) -> LSTM layers -> (N*T, W) -> (N*T, V).
+// tokens (N, T) -> embedding -> LSTM layers -> decoder (N, V) per step.
+// Built time-major, one step at a time (embedding, every layer's cell, the
+// decoder and the step's cross-entropy), so that between two steps only the
+// states (h, c) of each layer and the running loss sum cross: a cut of
+// 2 layers + 1 values, which recomputation can checkpoint
+// (checkpoint_candidates in src/passes/recompute_strategy.h). The function is
+// PyTorch's embedding -> nn.LSTM -> linear -> mean cross-entropy over all
+// N x T tokens: the loss is sum_t (mean over N of step t) / T.
 Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   MEMFIT_RETURN_IF_ERROR(check_sizes(o));
   ModelBuilder b(o.name, training, o.dropout);
-  const int64_t n = o.batch, t = o.seq_len, w = o.width;
-  const ValueId tokens = b.token_input("tokens", {n, t});
-  const ValueId labels = b.labels(Shape{n, t});
-  ValueId x = b.dropout(b.embedding("embedding", tokens, o.vocab, w), 0.2f);
-  x = lstm_stack(b, "lstm", x, o.depth, w, {}, {}).top;
-  x = b.reshape(b.dropout(x, 0.2f), {n * t, w});
-  b.cross_entropy(b.linear("decoder", x, o.vocab), labels);
+  const int64_t n = o.batch, steps = o.seq_len, w = o.width, v = o.vocab, h4 = 4 * w;
+  const ValueId tokens = b.token_input("tokens", {n, steps});
+  const ValueId labels = b.labels(Shape{n, steps});
+  // Parameters in the order (and with the names) of the layer-major model.
+  const ValueId table = b.parameter("embedding.weight", {v, w}, Init{Init::Kind::uniform, 1.0f});
+  const Init init{Init::Kind::uniform, static_cast<float>(1.0 / std::sqrt(static_cast<double>(w)))};
+  struct Layer {
+    ValueId w_ih, w_hh, b_ih, b_hh;
+    ValueId h, c;  // (N, W): the last step's states; invalid before the first (zeros)
+  };
+  std::vector<Layer> layers;
+  for (int64_t l = 0; l < o.depth; ++l) {
+    const std::string name = "lstm.l" + std::to_string(l);
+    layers.push_back({b.parameter(name + ".weight_ih", {h4, w}, init),
+                      b.parameter(name + ".weight_hh", {h4, w}, init),
+                      b.parameter(name + ".bias_ih", {h4}, init),
+                      b.parameter(name + ".bias_hh", {h4}, init), ValueId(), ValueId()});
+  }
+  const ValueId dec_w = b.parameter("decoder.weight", {v, w}, init);
+  const ValueId dec_b = b.parameter("decoder.bias", {v}, init);
+  ValueId sum;                  // f32 scalar: the cross-entropies of the steps so far
+  std::vector<ValueId> logits;  // (N, 1, V) per step; kept only for evaluation graphs
+  for (int64_t t = 0; t < steps; ++t) {
+    const ValueId ids = b.reshape(b.slice(tokens, 1, t, t + 1), {n});
+    ValueId x = b.dropout(b.op(OpKind::embedding, {ids, table}, NoAttrs{}, "embedding"), 0.2f);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      Layer& layer = layers[l];
+      if (l > 0) x = b.dropout(x, 0.2f);
+      const std::string name = "lstm.l" + std::to_string(l);
+      const ValueId xw =
+          b.op(OpKind::linear, {x, layer.w_ih, layer.b_ih}, NoAttrs{}, name + ".ih");  // (N, 4W)
+      // With no initial state, W_hh h is zero but the bias b_hh still counts.
+      const ValueId hw = layer.h.valid() ? b.op(OpKind::linear, {layer.h, layer.w_hh, layer.b_hh},
+                                                NoAttrs{}, name + ".hh")
+                                         : layer.b_hh;
+      const ValueId gates = b.add(xw, hw);
+      const ValueId i = b.sigmoid(b.slice(gates, 1, 0, w));
+      const ValueId f = b.sigmoid(b.slice(gates, 1, w, 2 * w));
+      const ValueId g = b.tanh(b.slice(gates, 1, 2 * w, 3 * w));
+      const ValueId og = b.sigmoid(b.slice(gates, 1, 3 * w, h4));
+      const ValueId ig = b.mul(i, g);
+      layer.c = layer.c.valid() ? b.add(b.mul(f, layer.c), ig) : ig;
+      layer.h = b.mul(og, b.tanh(layer.c));
+      x = layer.h;
+    }
+    const ValueId y =
+        b.op(OpKind::linear, {b.dropout(x, 0.2f), dec_w, dec_b}, NoAttrs{}, "decoder");
+    if (!training) logits.push_back(b.reshape(y, {n, 1, v}));
+    const ValueId step_labels = b.reshape(b.slice(labels, 1, t, t + 1), {n});
+    const ValueId loss =
+        b.op(OpKind::softmax_cross_entropy, {y, step_labels}, NoAttrs{}, "step_loss");
+    sum = t == 0 ? loss : b.add(sum, loss);
+    if (training && t + 1 == steps) logits.push_back(y);
+  }
+  // Evaluation: the logits of every token, (N, T, V) -> (N*T, V) as before;
+  // training: the last step's (N, V), which only tells the class count.
+  const ValueId all = training || steps == 1 ? logits.back() : b.concat(logits, 1);
+  // The step program reads the loss by its name, "loss".
+  const ScaleAttrs mean{static_cast<float>(1.0 / static_cast<double>(steps))};
+  b.set_loss(training ? all : b.reshape(all, {n * steps, v}),
+             b.op(OpKind::scale, {sum}, mean, "loss"));
   return b.finish();
 }
 

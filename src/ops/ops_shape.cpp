@@ -78,11 +78,12 @@ Status check_slice(const SliceAttrs& a, const Shape& x) {
 
 Result<Types> infer_slice(const Types& in, const Attrs& attrs) {
   const auto& a = std::get<SliceAttrs>(attrs);
-  MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
+  // i32 too: an unrolled sequence model reads its token ids one step at a time.
+  if (in[0].dtype != DType::i32) MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], -1, "x"));
   MEMFIT_RETURN_IF_ERROR(check_slice(a, in[0].shape));
   Shape y = in[0].shape;
   y[static_cast<size_t>(a.axis)] = a.end - a.start;
-  return Types{ops::f32(y)};
+  return Types{TensorType{y, in[0].dtype}};
 }
 
 Result<Types> infer_slice_grad(const Types& in, const Attrs& attrs) {

@@ -136,7 +136,12 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
 // segment[l - 1][n]: the level-l segment of forward node n (l = 1 .. L): the
 // number of checkpoints of level <= l made by n or a forward node before it.
 std::vector<std::vector<int32_t>> segments(const Graph& graph, const std::vector<bool>& forward,
-                                           const Kept& kept, size_t levels) {
+                                           const Kept& kept, const RecomputeOptions& options) {
+  const size_t levels = options.levels.size();
+  std::vector<bool> ends(graph.num_values(), options.segment_ends.empty());
+  for (ValueId v : options.segment_ends) {
+    if (v.valid() && v.idx() < ends.size()) ends[v.idx()] = true;
+  }
   std::vector<std::vector<int32_t>> segment(levels, std::vector<int32_t>(graph.num_nodes(), 0));
   for (size_t l = 1; l <= levels; ++l) {
     int32_t count = 0;
@@ -144,7 +149,7 @@ std::vector<std::vector<int32_t>> segments(const Graph& graph, const std::vector
       if (!forward[n]) continue;
       for (ValueId out : graph.nodes()[n].outputs) {
         const int32_t c = kept.checkpoint_level[out.idx()];
-        count += c >= 0 && c <= static_cast<int32_t>(l);
+        count += c >= 0 && c <= static_cast<int32_t>(l) && ends[out.idx()];
       }
       segment[l - 1][n] = count;
     }
@@ -177,7 +182,7 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   MEMFIT_ASSIGN_OR_RETURN(const Kept kept, kept_values(graph, forward, options));
   const std::vector<bool>& keep = kept.keep;
   const size_t levels = options.levels.size();
-  const std::vector<std::vector<int32_t>> segment = segments(graph, forward, kept, levels);
+  const std::vector<std::vector<int32_t>> segment = segments(graph, forward, kept, options);
 
   // Stage 3. Clones are appended to `graph` (out of order for now) and take
   // their place in `order`; clone_of[v] is the latest clone of a dropped value

@@ -23,7 +23,8 @@
 //    mirrored node, through a chain of at most 4 mirrored nodes) has level
 //    L + 2, for L = levels.size(); every other forward node has level L + 1.
 //    The level-l segment of a forward node is the number of checkpoints of
-//    level <= l made at or before it in the forward order.
+//    level <= l (of those in `segment_ends`, when it is set) made at or
+//    before it in the forward order.
 // 3. Rewrite, node by node in the given order: a forward node stays where it
 //    is; before a non-forward node that reads a dropped value, the clones that
 //    value needs are inserted (its producer's clone, after the clones of the
@@ -82,6 +83,11 @@ struct RecomputeOptions {
   // kept while the backward pass works in the level-(k - 1) segment that
   // holds them (step 3 of the header).
   std::vector<std::vector<ValueId>> levels;
+  // Checkpoints (of `keep` or `levels`) that end a segment (stage 2's
+  // count). Empty: every checkpoint does. A cut of several values
+  // (checkpoint_candidates) is made by several nodes; only its last value
+  // ends a segment, so the cut's other values do not split one.
+  std::vector<ValueId> segment_ends;
   // Mirror (MXNet's): the outputs of cheap ops (is_cheap_op) that make no
   // checkpoint, are read by at most one forward node and read only values
   // that the backward pass reads anyway (or mirrored ones, at most 4 in a

@@ -220,11 +220,11 @@ Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const Aren
         " recomputable forward nodes; this one has " + std::to_string(problem.items.size()) +
         ": use --recompute optimal, or a smaller model");
   }
-  const std::vector<ValueId> candidates = checkpoint_candidates(graph);
+  const std::vector<Cut> candidates = checkpoint_candidates(graph);
   TrialSet trials(graph, candidates.size(), arena_of, seconds);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(candidates)));
-  MEMFIT_RETURN_IF_ERROR(trials.plan(candidates).status());
+  MEMFIT_RETURN_IF_ERROR(trials.plan(cut_values(candidates)).status());
   const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
   if (plain->arena <= target) return trials.best(target);
 

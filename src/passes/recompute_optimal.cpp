@@ -114,8 +114,11 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
   RecomputeOptions mirror_only;
   mirror_only.mirror = mirror;
   const std::vector<bool> mirrored = mirrored_nodes(graph, mirror_only).value();
-  for (ValueId c : checkpoint_candidates(graph)) {
-    if (!mirrored[graph.value(c).producer.idx()]) chain.candidates.push_back(c);
+  for (Cut& cut : checkpoint_candidates(graph)) {
+    const bool any_mirrored = std::any_of(cut.values.begin(), cut.values.end(), [&](ValueId v) {
+      return mirrored[graph.value(v).producer.idx()];
+    });
+    if (!any_mirrored) chain.candidates.push_back(std::move(cut));
   }
   const size_t n = chain.candidates.size();
   chain.blocks.assign(n + 1, ChainBlock{});
@@ -137,7 +140,11 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
   std::vector<bool> droppable(graph.num_values(), false);
   std::vector<int32_t> block_of(num_nodes, -1);
   std::vector<bool> is_candidate(graph.num_values(), false);
-  for (ValueId c : chain.candidates) is_candidate[c.idx()] = true;
+  std::vector<int32_t> cut_after(num_nodes, -1);  // the candidate taken after each node
+  for (size_t c = 0; c < n; ++c) {
+    for (ValueId v : chain.candidates[c].values) is_candidate[v.idx()] = true;
+    cut_after[chain.candidates[c].after.idx()] = static_cast<int32_t>(c);
+  }
   size_t block = 0;
   for (size_t i = 0; i < num_nodes; ++i) {
     if (!forward[i]) continue;
@@ -156,11 +163,12 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
         chain.blocks[block].saved += graph.value(out).bytes();
       }
     }
-    for (ValueId out : node.outputs) {
-      if (is_candidate[out.idx()]) {
-        chain.blocks[block].output = graph.value(out).bytes();
-        ++block;
+    if (cut_after[i] >= 0) {
+      // c_b's bytes: the sum of its cut's values.
+      for (ValueId v : chain.candidates[static_cast<size_t>(cut_after[i])].values) {
+        chain.blocks[block].output += graph.value(v).bytes();
       }
+      ++block;
     }
   }
   // Stage 2's seconds: the nodes of a block the pass clones, found depth first
@@ -197,7 +205,11 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
       if (backward_reads[v.idx()] && !is_candidate[v.idx()]) inner += clone_seconds(v);
     }
     double output = 0;
-    if (b < n && droppable[chain.candidates[b].idx()]) output = clone_seconds(chain.candidates[b]);
+    if (b < n) {
+      for (ValueId v : chain.candidates[b].values) {
+        if (droppable[v.idx()]) output += clone_seconds(v);
+      }
+    }
     chain.blocks[b].seconds = inner + output;
     chain.blocks[b].output_seconds = output;
   }
@@ -210,7 +222,7 @@ std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<Block
     if (modes[b] == BlockMode::stored) {
       keep.insert(keep.end(), chain.block_values[b].begin(), chain.block_values[b].end());
     } else if (modes[b] == BlockMode::checkpointed) {
-      keep.push_back(chain.candidates[b]);
+      keep.insert(keep.end(), chain.candidates[b].values.begin(), chain.candidates[b].values.end());
     }
   }
   return keep;
@@ -282,11 +294,11 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
   const GraphChain chain = graph_chain(graph, seconds, mirror);
   // The baselines are exactly sqrt's and greedy's checkpoint sets, over every
   // candidate (with mirror, the chain may have fewer).
-  const std::vector<ValueId> candidates = checkpoint_candidates(graph);
+  const std::vector<Cut> candidates = checkpoint_candidates(graph);
   TrialSet trials(graph, candidates.size(), arena_of, seconds, mirror);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(candidates)));
-  MEMFIT_RETURN_IF_ERROR(trials.plan(candidates).status());
+  MEMFIT_RETURN_IF_ERROR(trials.plan(cut_values(candidates)).status());
   const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
   if (plain->arena <= target) return trials.best(target);
 
@@ -311,7 +323,15 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
                             trials.plan(chain_keep(chain, schedule->modes)));
     (trial->arena <= target ? lo : hi) = mid;
   }
-  return trials.best(target);
+  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph best, trials.best(target));
+  MEMFIT_ASSIGN_OR_RETURN(const size_t best_arena, arena_of(best.graph));
+  if (best_arena <= target) return best;
+  // Nothing fits: the DP's model (multi-value cuts of recurrent graphs) can
+  // miss a plan of Chen's greedy search, so that search is the fallback.
+  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph greedy,
+                          apply_recompute(graph, Recompute::budget, target, arena_of, mirror));
+  MEMFIT_ASSIGN_OR_RETURN(const size_t greedy_arena, arena_of(greedy.graph));
+  return greedy_arena < best_arena ? greedy : best;
 }
 
 Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,

@@ -62,8 +62,9 @@
 //    the DP's budget (12 rounds between 0 and the model peak of storing
 //    everything) rewrites and plans each DP schedule. Of every plan whose
 //    arena fits the target, the least predicted recomputation time wins
-//    (then the smaller arena); if none fits, the smallest arena (which the
-//    caller's budget check refuses, naming it).
+//    (then the smaller arena); if none fits, the budget strategy's search
+//    runs too and the smaller arena of the two wins (which the caller's
+//    budget check refuses, naming it, if it still does not fit).
 // Guarantees: the result is a graph of the recompute pass, so it is as
 // correct as that pass; its predicted recompute time is never more than
 // sqrt's (with mirror, sqrt+mirror's) at a target that sqrt's arena meets
@@ -110,7 +111,7 @@ std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, 
 // The chain of a step graph (stages 1-2), sizes in bytes, and which forward
 // values each block keeps when stored.
 struct GraphChain {
-  std::vector<ValueId> candidates;
+  std::vector<Cut> candidates;
   std::vector<ChainBlock> blocks;                  // candidates.size() + 1
   std::vector<std::vector<ValueId>> block_values;  // the outputs of each block's dropped nodes
 };

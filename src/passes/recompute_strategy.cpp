@@ -4,6 +4,8 @@
 #include <cmath>
 #include <deque>
 #include <optional>
+#include <set>
+#include <utility>
 
 #include "passes/phase.h"
 #include "passes/recompute.h"
@@ -60,60 +62,90 @@ std::vector<NodeId> forward_nodes(const Graph& graph) {
 
 }  // namespace
 
-std::vector<ValueId> checkpoint_candidates(const Graph& graph) {
+std::vector<Cut> checkpoint_candidates(const Graph& graph, size_t max_values) {
   const std::vector<NodeId> forward = forward_nodes(graph);
   // The position (among the forward nodes) of each value's last forward reader; -1: none.
   std::vector<int64_t> last_read(graph.num_values(), -1);
   for (size_t i = 0; i < forward.size(); ++i) {
     for (ValueId in : graph.node(forward[i]).inputs) last_read[in.idx()] = static_cast<int64_t>(i);
   }
-  // `open`: values made by forward nodes so far that a later forward node reads.
-  std::vector<ValueId> candidates;
-  int64_t open = 0;
-  std::vector<bool> closed(graph.num_values(), false);
+  // Stages 1-2. `open`: the values made by forward nodes so far that a later
+  // forward node reads, as (position of the producer, id): the first is the
+  // oldest, so freshness is one comparison.
+  std::set<std::pair<int64_t, int32_t>> open;
+  std::vector<int64_t> made(graph.num_values(), -1);
+  std::vector<Cut> found;
+  int64_t last_boundary = -1;
   for (size_t i = 0; i < forward.size(); ++i) {
     const Node& node = graph.node(forward[i]);
     const auto here = static_cast<int64_t>(i);
     for (ValueId in : node.inputs) {
-      if (graph.value(in).producer.valid() && last_read[in.idx()] == here && !closed[in.idx()]) {
-        closed[in.idx()] = true;
-        --open;
-      }
+      if (made[in.idx()] >= 0 && last_read[in.idx()] == here)
+        open.erase({made[in.idx()], in.index});
     }
-    ValueId opened;
-    int64_t opened_here = 0;
+    bool opened = false;
     for (ValueId out : node.outputs) {
-      if (last_read[out.idx()] > here) {
-        opened = out;
-        ++opened_here;
+      made[out.idx()] = here;
+      if (last_read[out.idx()] <= here) continue;
+      open.insert({here, out.index});
+      opened = true;
+    }
+    if (!opened || open.size() > max_values || open.begin()->first <= last_boundary) continue;
+    Cut cut{forward[i], {}};
+    for (const auto& [position, id] : open) cut.values.push_back(ValueId(id));
+    found.push_back(std::move(cut));
+    last_boundary = here;
+  }
+  // Stage 3: runs of multi-value cuts between single-value ones; a run of one is left out.
+  std::vector<Cut> candidates;
+  for (size_t i = 0; i < found.size();) {
+    size_t j = i + 1;
+    if (found[i].values.size() > 1) {
+      while (j < found.size() && found[j].values.size() > 1) ++j;
+      if (j - i == 1) {
+        i = j;
+        continue;
       }
     }
-    open += opened_here;
-    if (open == 1 && opened_here == 1) candidates.push_back(opened);
+    for (; i < j; ++i) candidates.push_back(std::move(found[i]));
   }
   return candidates;
 }
 
-std::vector<ValueId> sqrt_checkpoints(const std::vector<ValueId>& candidates) {
+std::vector<ValueId> cut_values(const std::vector<Cut>& cuts) {
+  std::vector<ValueId> values;
+  for (const Cut& cut : cuts) values.insert(values.end(), cut.values.begin(), cut.values.end());
+  return values;
+}
+
+std::vector<ValueId> sqrt_checkpoints(const std::vector<Cut>& candidates) {
   const auto n = static_cast<double>(candidates.size());
   const auto k = static_cast<size_t>(std::ceil(std::sqrt(n)));
   std::vector<ValueId> kept;
-  for (size_t i = k; i >= 1 && i <= candidates.size(); i += k) kept.push_back(candidates[i - 1]);
+  for (size_t i = k; i >= 1 && i <= candidates.size(); i += k) {
+    kept.insert(kept.end(), candidates[i - 1].values.begin(), candidates[i - 1].values.end());
+  }
   return kept;
 }
 
-GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<ValueId>& candidates,
+GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<Cut>& candidates,
                                      size_t segment_bytes) {
-  std::vector<bool> candidate(graph.num_values(), false);
-  for (ValueId v : candidates) candidate[v.idx()] = true;
+  // trigger[v]: the candidate whose last value is v; -1: none.
+  std::vector<int32_t> trigger(graph.num_values(), -1);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    trigger[candidates[c].values.back().idx()] = static_cast<int32_t>(c);
+  }
   GreedyCheckpoints plan;
   size_t segment = 0;
   for (NodeId id : forward_nodes(graph)) {
     for (ValueId out : graph.node(id).outputs) {
       segment += graph.value(out).bytes();
-      if (!candidate[out.idx()] || segment <= segment_bytes) continue;
-      plan.checkpoints.push_back(out);
-      plan.kept_bytes += graph.value(out).bytes();
+      const int32_t c = trigger[out.idx()];
+      if (c < 0 || segment <= segment_bytes) continue;
+      for (ValueId v : candidates[static_cast<size_t>(c)].values) {
+        plan.checkpoints.push_back(v);
+        plan.kept_bytes += graph.value(v).bytes();
+      }
       plan.largest_segment = std::max(plan.largest_segment, segment);
       segment = 0;
     }
@@ -122,7 +154,7 @@ GreedyCheckpoints greedy_checkpoints(const Graph& graph, const std::vector<Value
   return plan;
 }
 
-NestedCheckpoints recursive_checkpoints(const std::vector<ValueId>& candidates) {
+NestedCheckpoints recursive_checkpoints(const std::vector<Cut>& candidates) {
   NestedCheckpoints nested;
   // Pieces (lo, hi): candidates lo + 1 .. hi - 1 (1-based) are inside, at
   // `level`; 0 and n + 1 stand for the start and the end of the forward pass.
@@ -136,11 +168,14 @@ NestedCheckpoints recursive_checkpoints(const std::vector<ValueId>& candidates) 
     pieces.pop_front();
     if (p.hi - p.lo < 2) continue;
     const size_t mid = (p.lo + p.hi) / 2;
+    const std::vector<ValueId>& values = candidates[mid - 1].values;
+    nested.segment_ends.push_back(values.back());
     if (p.level == 0) {
-      nested.keep.push_back(candidates[mid - 1]);
+      nested.keep.insert(nested.keep.end(), values.begin(), values.end());
     } else {
       if (nested.levels.size() < p.level) nested.levels.resize(p.level);
-      nested.levels[p.level - 1].push_back(candidates[mid - 1]);
+      std::vector<ValueId>& level = nested.levels[p.level - 1];
+      level.insert(level.end(), values.begin(), values.end());
     }
     pieces.push_back({p.lo, mid, p.level + 1});
     pieces.push_back({mid, p.hi, p.level + 1});
@@ -185,7 +220,7 @@ RecomputeOptions checkpointed(std::vector<ValueId> keep, bool mirror) {
 }
 
 // The budget strategy's search (see the header).
-Result<RecomputedGraph> search_budget(Graph graph, const std::vector<ValueId>& candidates,
+Result<RecomputedGraph> search_budget(Graph graph, const std::vector<Cut>& candidates,
                                       size_t memory_budget, const ArenaOf& arena_of, bool mirror) {
   std::vector<Trial> trials;
   auto evaluate = [&](const std::vector<ValueId>& checkpoints, bool plain) -> Status {
@@ -253,7 +288,7 @@ Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t 
   if (strategy == Recompute::optimal || strategy == Recompute::milp)
     return apply_recompute_costed(std::move(graph), strategy, memory_budget, arena_of, {},
                                   mirror);
-  const std::vector<ValueId> candidates = checkpoint_candidates(graph);
+  const std::vector<Cut> candidates = checkpoint_candidates(graph);
   if (strategy == Recompute::none) return plain_or_mirror(graph, candidates.size(), mirror);
   if (strategy == Recompute::sqrt)
     return rewrite(graph, candidates.size(), checkpointed(sqrt_checkpoints(candidates), mirror));
@@ -261,6 +296,7 @@ Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t 
     NestedCheckpoints nested = recursive_checkpoints(candidates);
     RecomputeOptions options = checkpointed(std::move(nested.keep), mirror);
     options.levels = std::move(nested.levels);
+    options.segment_ends = std::move(nested.segment_ends);
     return rewrite(graph, candidates.size(), options);
   }
   return search_budget(std::move(graph), candidates, memory_budget, arena_of, mirror);

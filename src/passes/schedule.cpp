@@ -10,11 +10,17 @@
 //    result stays close to it.
 // 3. Rebuild: values are renumbered in the new definition order.
 // Guarantees: a topological order; the same nodes, values, outputs and updates.
-// Cost: O(N * R) for N nodes and at most R ready nodes at a time.
+//    A heap holds the ready nodes by (delta, node); a node's delta only falls
+//    (when it becomes the last reader of an input), and it is then pushed
+//    again, so the choice is that of scanning every ready node.
+// Cost: O((N + E) log N + the readers of every value once) for N nodes and E
+// node inputs.
 #include "passes/schedule.h"
 
 #include <algorithm>
-#include <limits>
+#include <functional>
+#include <queue>
+#include <utility>
 
 #include "core/check.h"
 #include "ir/rebuild.h"
@@ -62,33 +68,66 @@ std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<siz
     }
   }
 
-  std::vector<NodeId> order;
-  order.reserve(n);
-  while (!ready.empty()) {
-    size_t best = 0;
-    int64_t best_delta = std::numeric_limits<int64_t>::max();
-    for (size_t r = 0; r < ready.size(); ++r) {
-      const auto candidate = static_cast<size_t>(ready[r]);
-      int64_t delta = 0;
-      for (ValueId out : graph.nodes()[candidate].outputs) delta += static_cast<int64_t>(value_bytes[out.idx()]);
-      for (const auto& [in, mentions] : reads[candidate]) {
-        if (!kept[in.idx()] && readers_left[in.idx()] == mentions) {
-          delta -= static_cast<int64_t>(value_bytes[in.idx()]);
-        }
-      }
-      if (delta < best_delta || (delta == best_delta && ready[r] < ready[best])) {
-        best_delta = delta;
-        best = r;
+  // Stage 2 with a heap of (delta, node): a ready node's delta only falls,
+  // when another reader of one of its inputs runs and leaves it the last
+  // reader; then it is pushed again, and entries whose delta is no longer the
+  // node's are skipped. The choice is the scan's: least delta, then earliest.
+  std::vector<int32_t> distinct_left(graph.num_values(), 0);  // unrun distinct readers
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [in, mentions] : reads[i]) ++distinct_left[in.idx()];
+  }
+  std::vector<bool> done(n, false);
+  auto delta_of = [&](size_t node) {
+    int64_t delta = 0;
+    for (ValueId out : graph.nodes()[node].outputs) delta += static_cast<int64_t>(value_bytes[out.idx()]);
+    for (const auto& [in, mentions] : reads[node]) {
+      if (!kept[in.idx()] && readers_left[in.idx()] == mentions) {
+        delta -= static_cast<int64_t>(value_bytes[in.idx()]);
       }
     }
-    const auto chosen = static_cast<size_t>(ready[best]);
-    ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(best));
-    order.push_back(NodeId(static_cast<int32_t>(chosen)));
+    return delta;
+  };
+  std::vector<int64_t> delta(n, 0);
+  using Entry = std::pair<int64_t, int32_t>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  std::vector<bool> is_ready(n, false);
+  auto push = [&](size_t node) {
+    delta[node] = delta_of(node);
+    heap.emplace(delta[node], static_cast<int32_t>(node));
+  };
+  for (int32_t r : ready) {
+    is_ready[static_cast<size_t>(r)] = true;
+    push(static_cast<size_t>(r));
+  }
+
+  std::vector<NodeId> order;
+  order.reserve(n);
+  while (!heap.empty()) {
+    const auto [d, id] = heap.top();
+    heap.pop();
+    const auto chosen = static_cast<size_t>(id);
+    if (done[chosen] || d != delta[chosen]) continue;
+    done[chosen] = true;
+    order.push_back(NodeId(id));
     const Node& node = graph.nodes()[chosen];
     for (ValueId in : node.inputs) --readers_left[in.idx()];
+    for (const auto& [in, mentions] : reads[chosen]) {
+      // One distinct reader left: it may now be the last reader of `in`.
+      if (--distinct_left[in.idx()] != 1 || kept[in.idx()]) continue;
+      for (int32_t reader : readers[in.idx()]) {
+        const auto r = static_cast<size_t>(reader);
+        if (done[r]) continue;
+        if (is_ready[r]) push(r);
+        break;
+      }
+    }
     for (ValueId out : node.outputs) {
       for (int32_t reader : readers[out.idx()]) {
-        if (--missing[static_cast<size_t>(reader)] == 0) ready.push_back(reader);
+        const auto r = static_cast<size_t>(reader);
+        if (--missing[r] == 0) {
+          is_ready[r] = true;
+          push(r);
+        }
       }
     }
   }
