@@ -144,6 +144,43 @@ TEST(RecomputeLevels, ArenaGrowsLinearlyAsSqrtAndAsLogOfTheChain) {
   EXPECT_GT(none.back(), 250 * kLayer);
 }
 
+// A recurrent chain driven by an input at every step, as an unrolled RNN's
+// per-step input projection: t_i = tanh(p_i + t_{i-1}), p_i = tanh(x). The
+// p_i depend on the graph input alone, so a recomputation walk reaches each
+// one long before the chain that reads it; cloned in the walk's order, a
+// whole segment's p_i would be live at once and recursive would grow
+// linearly. Cloned in forward order, each p_i lives one step.
+Graph driven_chain(int n, int width) {
+  const std::string type = "f32[" + std::to_string(width) + "]";
+  std::string text = "memfit-graph 1\ninput %w " + type + " parameter\ninput %x " + type +
+                     " input\n";
+  std::string previous = "w";
+  for (int i = 1; i <= n; ++i) {
+    const std::string k = std::to_string(i);
+    text += "node p" + k + " = tanh(%x) -> %p" + k + " " + type + " activation\n";
+    text += "node a" + k + " = add(%p" + k + ", %" + previous + ") -> %a" + k + " " + type +
+            " activation\n";
+    text += "node t" + k + " = tanh(%a" + k + ") -> %t" + k + " " + type + " activation\n";
+    previous = "t" + k;
+  }
+  text += "node loss = reduce_sum(%" + previous +
+          ") {axes=[0] keepdims=false} -> %loss f32[] activation\noutput %loss\n";
+  Graph g = parse_graph(text).value();
+  EXPECT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
+  return g;
+}
+
+TEST(RecomputeLevels, RecursiveStaysLogarithmicWithPerStepInputs) {
+  constexpr int kWidth = 16384;
+  constexpr size_t kLayer = kWidth * sizeof(float);
+  const size_t short_chain = chain_arena(driven_chain(64, kWidth), Recompute::recursive);
+  const size_t long_chain = chain_arena(driven_chain(256, kWidth), Recompute::recursive);
+  const size_t sqrt_long = chain_arena(driven_chain(256, kWidth), Recompute::sqrt);
+  // Two more levels: a bounded number of layers, not the 192 more steps.
+  EXPECT_LE(static_cast<double>(long_chain) - static_cast<double>(short_chain), 8.0 * kLayer);
+  EXPECT_LT(long_chain, sqrt_long);
+}
+
 TEST(RecomputeLevels, MirrorAloneClonesOnlyCheapOpsWithOneForwardReader) {
   const Graph step =
       build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11}, 1,

@@ -228,24 +228,38 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   };
   // Clones the producer of dropped value `v` and, first, the producers of the
   // dropped values it reads that have no valid clone: a depth-first walk with
-  // an explicit stack, since a segment may be thousands of nodes long. A
-  // producer reached twice before it is cloned (two paths to it) is cloned
-  // once. No level is invalidated during a walk.
+  // an explicit stack (a segment may be thousands of nodes long) collects
+  // them, and they are cloned in their forward order, as the forward pass
+  // ran them, so each clone is made just before its first reader among them.
+  // (Cloning in the walk's post-order instead would make an input with no
+  // dropped ancestors, such as a recurrent step's input projection, long
+  // before the chain that reads it: a segment's worth of them live at once.)
+  // No level is invalidated during a walk.
   std::vector<std::pair<NodeId, size_t>> stack;  // (original node, next input to look at)
+  std::vector<bool> collected(num_nodes, false);
+  std::vector<NodeId> walk;
   auto materialize = [&](ValueId v) {
+    walk.clear();
     stack.emplace_back(graph.value(v).producer, 0);
+    collected[graph.value(v).producer.idx()] = true;
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < graph.node(node).inputs.size()) {
         const ValueId in = graph.node(node).inputs[next++];
-        if (!keep[in.idx()] && !valid(graph.value(in).producer)) {
-          stack.emplace_back(graph.value(in).producer, 0);
+        const NodeId producer = graph.value(in).producer;
+        if (!keep[in.idx()] && !valid(producer) && !collected[producer.idx()]) {
+          collected[producer.idx()] = true;
+          stack.emplace_back(producer, 0);
         }
         continue;
       }
-      const NodeId done = node;
+      walk.push_back(node);
       stack.pop_back();
-      if (!valid(done)) clone_node(done);
+    }
+    std::sort(walk.begin(), walk.end());
+    for (NodeId node : walk) {
+      collected[node.idx()] = false;
+      clone_node(node);
     }
   };
   // The context: the segments, by level 1 .. L, of the last dropped value a

@@ -27,9 +27,11 @@
 //    before it in the forward order.
 // 3. Rewrite, node by node in the given order: a forward node stays where it
 //    is; before a non-forward node that reads a dropped value, the clones that
-//    value needs are inserted (its producer's clone, after the clones of the
-//    producer's dropped inputs, depth first from the kept values and the
-//    valid clones), and the node reads the clone. A clone stays valid (later
+//    value needs are inserted (its producer's clone and the clones of the
+//    producer's dropped inputs without a valid clone, found depth first from
+//    the kept values and the valid clones, inserted in their forward order,
+//    so that each is made just before its first reader among them, as the
+//    forward pass ran them), and the node reads the clone. A clone stays valid (later
 //    readers reuse it) until it is invalidated:
 //    - a clone of level k in 2 .. L + 1 when the backward pass reads a
 //      dropped value in another level-(k - 1) segment than the last one
