@@ -161,33 +161,11 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
   }
 }
 
-struct StepRun {
-  std::vector<float> losses;
-  StateStore state;
-  size_t arena = 0;
-  size_t recomputed = 0;
-  size_t swapped = 0;
-};
+using StepRun = testing::VerifiedStep;
 
 // One optimizer step on the cpu backend, poison mode on, the plan verified.
 StepRun one_step(const ModelOptions& model, const ExecOptions& exec, bool automatic) {
-  OptimizerConfig sgd;
-  sgd.lr = 0.1f;
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(model, 1, sgd, 2, *backend, exec,
-                                         StepTechniques{.auto_policy = automatic});
-  EXPECT_TRUE(program.is_ok()) << program.message();
-  StepRun run;
-  if (!program) return run;
-  const Executable& exe = (*program)->step_executable();
-  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
-  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
-  run.arena = exe.plan().arena_bytes;
-  run.recomputed = (*program)->recompute_summary().recomputed_nodes;
-  run.swapped = (*program)->swap_summary().swapped_values;
-  (*program)->init_state(run.state, 7);
-  run.losses = testing::run_synthetic_micro_batches(**program, 1, run.state);
-  return run;
+  return testing::run_verified_step(model, 1, exec, StepTechniques{.auto_policy = automatic});
 }
 
 TEST(AutoPolicy, MixedStepIsBitIdentical) {
@@ -195,8 +173,8 @@ TEST(AutoPolicy, MixedStepIsBitIdentical) {
   const size_t budget = share_arena(kResnet20) / 2;
   const StepRun automatic = one_step(kResnet20, ExecOptions{true, true, budget, 0.3}, true);
   EXPECT_LE(automatic.arena, budget);
-  EXPECT_GT(automatic.recomputed, 0u);
-  EXPECT_GT(automatic.swapped, 0u);
+  EXPECT_GT(automatic.recompute.recomputed_nodes, 0u);
+  EXPECT_GT(automatic.swap.swapped_values, 0u);
   testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,
                                   "resnet-cifar-20 --policy auto");
 }
@@ -215,7 +193,7 @@ TEST_P(AutoGivesTheSameStep, BitForBit) {
     const std::string what = model.name + " --policy auto --link-gbps " + std::to_string(link);
     const StepRun automatic = one_step(model, ExecOptions{true, true, budget, link}, true);
     EXPECT_LE(automatic.arena, budget) << what;
-    EXPECT_GT(automatic.recomputed + automatic.swapped, 0u) << what;
+    EXPECT_GT(automatic.recompute.recomputed_nodes + automatic.swap.swapped_values, 0u) << what;
     testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,
                                     what);
   }

@@ -24,43 +24,21 @@
 namespace memfit {
 namespace {
 
-// SGD with momentum from zero velocity: after one step each `.momentum` holds
-// exactly the parameter's gradient, so comparing the state compares gradients.
 OptimizerConfig sgd() {
   OptimizerConfig o;
   o.lr = 0.1f;
   return o;
 }
 
-struct StepRun {
-  std::vector<float> losses;
-  StateStore state;
-  SwapSummary summary;
-  size_t arena = 0;
-  size_t host = 0;
-};
+using StepRun = testing::VerifiedStep;
 
-// One optimizer step of `accumulate` micro-batches on the cpu backend, poison
-// mode on; the step graph and its plan are verified first.
+// One optimizer step of `accumulate` micro-batches with swap policy `swap`,
+// poison mode on (SGD with momentum from zero velocity: after one step each
+// `.momentum` holds exactly the parameter's gradient, so comparing the state
+// compares gradients).
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, double link_gbps) {
-  const auto backend = make_cpu_backend();
-  ExecOptions exec{true, true, 0, link_gbps};
-  auto program =
-      TrainingProgram::create(model, accumulate, sgd(), 2, *backend, exec,
-                              StepTechniques{.swap = swap});
-  EXPECT_TRUE(program.is_ok()) << program.message();
-  StepRun run;
-  if (!program) return run;
-  const Executable& exe = (*program)->step_executable();
-  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
-  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
-  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
-  run.summary = (*program)->swap_summary();
-  run.arena = exe.plan().arena_bytes;
-  run.host = exe.plan().host_bytes;
-  (*program)->init_state(run.state, 7);
-  run.losses = testing::run_synthetic_micro_batches(**program, accumulate, run.state);
-  return run;
+  return testing::run_verified_step(model, accumulate, ExecOptions{true, true, 0, link_gbps},
+                                    StepTechniques{.swap = swap});
 }
 
 // Bit-identical losses and state (parameters, gradients, running statistics).
@@ -97,11 +75,11 @@ TEST_P(SwapGivesTheSameStep, BitForBit) {
     const StepRun run = one_step(c.model, c.accumulate, v.swap, v.link_gbps);
     expect_identical(plain, run, what);
     if (v.swap == Swap::budget) {
-      EXPECT_GT(run.summary.swapped_values, 0u) << what;
-      EXPECT_EQ(run.summary.swapped_values, run.summary.candidates) << what;
+      EXPECT_GT(run.swap.swapped_values, 0u) << what;
+      EXPECT_EQ(run.swap.swapped_values, run.swap.candidates) << what;
       EXPECT_GT(run.host, 0u) << what;
     }
-    EXPECT_LE(run.host, align_up(run.summary.swapped_bytes) + 64 * run.summary.swapped_values)
+    EXPECT_LE(run.host, align_up(run.swap.swapped_bytes) + 64 * run.swap.swapped_values)
         << what;
   }
 }

@@ -22,36 +22,13 @@
 namespace memfit {
 namespace {
 
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.lr = 0.1f;
-  return o;
-}
-
-struct StepRun {
-  std::vector<float> losses;
-  StateStore state;
-  SwapSummary summary;
-};
+using StepRun = testing::VerifiedStep;
 
 // One optimizer step on the cpu backend, poison mode on, after verifying the
 // step graph and its plan.
 StepRun one_step(const ModelOptions& model, Swap swap, const TflmsOptions& tflms) {
-  const auto backend = make_cpu_backend();
-  const ExecOptions exec{true, true, 0, 0};
-  auto program = TrainingProgram::create(model, 1, sgd(), 2, *backend, exec,
-                                         StepTechniques{.swap = swap, .tflms = tflms});
-  EXPECT_TRUE(program.is_ok()) << program.message();
-  StepRun run;
-  if (!program) return run;
-  const Executable& exe = (*program)->step_executable();
-  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
-  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
-  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
-  run.summary = (*program)->swap_summary();
-  (*program)->init_state(run.state, 7);
-  run.losses = testing::run_synthetic_micro_batches(**program, 1, run.state);
-  return run;
+  return testing::run_verified_step(model, 1, ExecOptions{true, true, 0, 0},
+                                    StepTechniques{.swap = swap, .tflms = tflms});
 }
 
 }  // namespace
@@ -82,10 +59,10 @@ TEST_P(TflmsGivesTheSameStep, BitForBit) {
     const std::string what = model.name + " tflms " + v.name;
     const StepRun run = one_step(model, Swap::tflms, v.options);
     testing::expect_identical_steps(plain.losses, plain.state, run.losses, run.state, what);
-    EXPECT_GT(run.summary.swapped_values, 0u) << what;
-    EXPECT_GE(run.summary.swap_ins, run.summary.swapped_values) << what;
+    EXPECT_GT(run.swap.swapped_values, 0u) << what;
+    EXPECT_GE(run.swap.swap_ins, run.swap.swapped_values) << what;
     if (v.options.branches && (model.name == "unet3d" || model.name.starts_with("resnet"))) {
-      EXPECT_GT(run.summary.branch_swaps, 0u) << what;  // skip connections, residual inputs
+      EXPECT_GT(run.swap.branch_swaps, 0u) << what;  // skip connections, residual inputs
     }
   }
 }

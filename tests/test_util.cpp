@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/random.h"
+#include "memory/planner.h"
 #include "train/data_source.h"
 
 namespace memfit::testing {
@@ -122,6 +123,28 @@ std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t
     if (loss) losses.push_back(*loss);
   }
   return losses;
+}
+
+VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
+                               const ExecOptions& exec, const StepTechniques& techniques) {
+  OptimizerConfig sgd;
+  sgd.lr = 0.1f;
+  const auto backend = make_cpu_backend();
+  auto program = TrainingProgram::create(model, accumulate, sgd, 2, *backend, exec, techniques);
+  EXPECT_TRUE(program.is_ok()) << program.message();
+  VerifiedStep run;
+  if (!program) return run;
+  const Executable& exe = (*program)->step_executable();
+  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
+  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
+  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
+  run.recompute = (*program)->recompute_summary();
+  run.swap = (*program)->swap_summary();
+  run.arena = exe.plan().arena_bytes;
+  run.host = exe.plan().host_bytes;
+  (*program)->init_state(run.state, 7);
+  run.losses = run_synthetic_micro_batches(**program, accumulate, run.state);
+  return run;
 }
 
 void expect_identical_steps(const std::vector<float>& expected_losses, const StateStore& expected,

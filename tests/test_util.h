@@ -84,6 +84,21 @@ DataKind data_kind(const std::string& model);
 std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t accumulate,
                                                StateStore& state);
 
+// One optimizer step of `accumulate` micro-batches (SGD, learning rate 0.1,
+// evaluation batch 2) on the cpu backend, as `exec` and `techniques` say,
+// after verifying the step graph and its plan (failures are test failures),
+// from parameters initialized with seed 7.
+struct VerifiedStep {
+  std::vector<float> losses;
+  StateStore state;
+  RecomputeSummary recompute;
+  SwapSummary swap;
+  size_t arena = 0;
+  size_t host = 0;
+};
+VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
+                               const ExecOptions& exec, const StepTechniques& techniques);
+
 // Expects the same losses and state (parameters, optimizer state, running
 // statistics) bit for bit, and finite losses.
 void expect_identical_steps(const std::vector<float>& expected_losses, const StateStore& expected,

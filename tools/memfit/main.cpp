@@ -243,6 +243,20 @@ memfit::Result<memfit::TflmsOptions> tflms_options(const TflmsFlags& flags, memf
   return options;
 }
 
+// Sets what --policy and the strategy flags resolved (`t`) and the TFLMS
+// knobs on a request of train, plan or maxbatch (the fields share names);
+// an error message when the knobs are refused.
+template <typename Request>
+memfit::Status apply_techniques(Request& request, const memfit::Techniques& t,
+                                const TflmsFlags& tflms_flags) {
+  request.recompute = t.recompute;
+  request.swap = t.swap;
+  request.mirror = t.mirror;
+  request.auto_policy = t.automatic;
+  MEMFIT_ASSIGN_OR_RETURN(request.tflms, tflms_options(tflms_flags, t.swap));
+  return memfit::Status::ok();
+}
+
 // The budget validator of plan and maxbatch.
 CLI::Validator budget_validator() {
   return CLI::Validator(
@@ -482,13 +496,8 @@ int main(int argc, char** argv) {
                            "--no-plan");
     if (!t) return usage_error("train", t.message());
     train.plan = t->share;
-    train.recompute = t->recompute;
-    train.swap = t->swap;
-    train.mirror = t->mirror;
-    train.auto_policy = t->automatic;
-    auto tflms = tflms_options(train_tflms, train.swap);
-    if (!tflms) return usage_error("train", tflms.message());
-    train.tflms = *tflms;
+    const memfit::Status applied = apply_techniques(train, *t, train_tflms);
+    if (!applied.is_ok()) return usage_error("train", applied.message());
     train.budget = train_budget.empty() ? 0 : memfit::parse_bytes(train_budget).value();
     train.cost = parse_cost(train_cost, train.recompute);
     train.schedule = schedule == "constant" ? memfit::Schedule::constant : memfit::Schedule::cosine;
@@ -505,13 +514,8 @@ int main(int argc, char** argv) {
                            plan_flags.no_sharing, "--no-sharing");
     if (!t) return usage_error("plan", t.message());
     plan_flags.no_sharing = !t->share;
-    plan.recompute = t->recompute;
-    plan.swap = t->swap;
-    plan.mirror = t->mirror;
-    plan.auto_policy = t->automatic;
-    auto tflms = tflms_options(plan_tflms, plan.swap);
-    if (!tflms) return usage_error("plan", tflms.message());
-    plan.tflms = *tflms;
+    const memfit::Status applied = apply_techniques(plan, *t, plan_tflms);
+    if (!applied.is_ok()) return usage_error("plan", applied.message());
     plan.cost = parse_cost(plan_cost, plan.recompute);
     return run_plan(plan, plan_flags);
   }
@@ -520,13 +524,8 @@ int main(int argc, char** argv) {
                            max_flags.no_sharing, "--no-sharing");
     if (!t) return usage_error("maxbatch", t.message());
     max_flags.no_sharing = !t->share;
-    max_request.recompute = t->recompute;
-    max_request.swap = t->swap;
-    max_request.mirror = t->mirror;
-    max_request.auto_policy = t->automatic;
-    auto tflms = tflms_options(max_tflms, max_request.swap);
-    if (!tflms) return usage_error("maxbatch", tflms.message());
-    max_request.tflms = *tflms;
+    const memfit::Status applied = apply_techniques(max_request, *t, max_tflms);
+    if (!applied.is_ok()) return usage_error("maxbatch", applied.message());
     return run_max_batch(max_request, max_flags);
   }
   if (models_cmd->parsed()) return run_models();
