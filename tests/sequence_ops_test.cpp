@@ -76,12 +76,33 @@ TEST(EmbeddingTest, GradientOfRepeatedIdsSumsTheirRows) {
   }
 }
 
+// The CPU kernel groups the positions by id and sums each group in double, in
+// position order: the reference kernel's bits, with many repeated ids.
+TEST(EmbeddingTest, CpuGradientIsBitIdenticalToReference) {
+  const int64_t count = 300, rows = 40, dim = 17;
+  const std::vector<float> dy = testing::random_normal(count * dim, 21);
+  std::vector<int32_t> ids;
+  for (int64_t n = 0; n < count; ++n) ids.push_back(static_cast<int32_t>((n * 7 + n / 5) % 31));
+  const std::vector<TensorType> types = {TensorType{{count, dim}, DType::f32},
+                                         TensorType{{count}, DType::i32}};
+  const auto want = run_op(*make_reference_backend(), OpKind::embedding_grad,
+                           ShapeAttrs{{rows, dim}}, types, {f32_words(dy), i32_words(ids)});
+  const auto got = run_op(*make_cpu_backend(), OpKind::embedding_grad, ShapeAttrs{{rows, dim}},
+                          types, {f32_words(dy), i32_words(ids)});
+  EXPECT_EQ(f32_words(got[0]), f32_words(want[0]));
+}
+
 TEST(EmbeddingDeathTest, AnIdOutsideTheTableStopsWithTheId) {
   const auto reference = make_reference_backend();
   EXPECT_DEATH(run_op(*reference, OpKind::embedding, NoAttrs{},
                       {TensorType{{3}, DType::i32}, TensorType{{3, 2}, DType::f32}},
                       {i32_words({0, 3, 1}), f32_words({0, 1, 2, 3, 4, 5})}),
                "id 3 at flat position 1 is outside the table's 3 rows");
+  const auto cpu = make_cpu_backend();
+  EXPECT_DEATH(run_op(*cpu, OpKind::embedding_grad, ShapeAttrs{{3, 2}},
+                      {TensorType{{2, 2}, DType::f32}, TensorType{{2}, DType::i32}},
+                      {f32_words({1, 2, 3, 4}), i32_words({1, -1})}),
+               "id -1 at flat position 1 is outside the table's 3 rows");
 }
 
 TEST(LayerNormTest, MatchesAHandComputedValue) {

@@ -17,7 +17,8 @@
 //            (Executable::node_seconds) divided by `runs`. Nodes with the
 //            same signature (the blocks of a ResNet repeat, a recomputed
 //            clone repeats its original) share that one measurement. A node
-//            the backend cannot run alone falls back to roofline.
+//            the backend cannot run alone, or one with an output that is
+//            not f32 (a time step's token ids), falls back to roofline.
 // Cost: roofline O(1) per node; measuring O(distinct signatures x runs) kernel
 // calls, each signature compiled once.
 #pragma once

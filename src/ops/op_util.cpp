@@ -1,6 +1,8 @@
 #include "ops/op_util.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace memfit::ops {
 
@@ -102,6 +104,19 @@ OpExample example(std::vector<TensorType> inputs, Attrs attrs) {
   ex.inputs = std::move(inputs);
   ex.attrs = std::move(attrs);
   return ex;
+}
+
+int64_t checked_table_row(const Node& node, int64_t id, int64_t position, int64_t rows) {
+  if (id < 0 || id >= rows) {
+    std::fprintf(stderr,
+                 "memfit: node '%s' (%s): id %lld at flat position %lld is outside the "
+                 "table's %lld rows; ids must lie in [0, %lld)\n",
+                 node.name.c_str(), std::string(op_name(node.op)).c_str(),
+                 static_cast<long long>(id), static_cast<long long>(position),
+                 static_cast<long long>(rows), static_cast<long long>(rows));
+    std::abort();
+  }
+  return id;
 }
 
 }  // namespace memfit::ops

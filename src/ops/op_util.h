@@ -36,6 +36,12 @@ int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t d
 Result<Types> same_as_input(const Types& in, const Attrs&);  // one f32 output like input 0
 Result<Types> same_as_all_inputs(const Types& in, const Attrs&);  // inputs agree; output like them
 
+// The row of an embedding table that id number `position` of `node` names.
+// An id outside [0, rows) stops the run with a message naming the node, the
+// position and the id, before any memory outside the table is touched
+// (clamping would train on wrong rows). Every backend's embedding kernels use it.
+int64_t checked_table_row(const Node& node, int64_t id, int64_t position, int64_t rows);
+
 // An op-table row with its op and arity; the family file fills in the rest.
 OpInfo new_op(OpKind op, int min_inputs, int max_inputs);
 

@@ -1,5 +1,6 @@
-// The CPU backend: oneDNN kernels for the compute-heavy ops, the reference
-// kernels for the rest. All kernels are created when a graph is compiled.
+// The CPU backend: oneDNN kernels for the compute-heavy ops, OpenMP loops for
+// same-shape add, sub and mul and for embedding_grad, the reference kernels
+// for the rest. All kernels are created when a graph is compiled.
 #include <omp.h>
 
 #include <string>
@@ -12,7 +13,7 @@ namespace {
 
 using KernelFactory = std::unique_ptr<Kernel> (*)(const Graph& graph, const Node& node);
 
-// The oneDNN factory of `op`, or null when the reference kernel runs it.
+// The CPU factory of `op`, or null when the reference kernel runs it.
 KernelFactory dnnl_factory(OpKind op) {
   switch (op) {
     case OpKind::conv2d:
@@ -63,6 +64,12 @@ KernelFactory dnnl_factory(OpKind op) {
     case OpKind::log_softmax:
     case OpKind::log_softmax_grad:
       return cpu::make_softmax_kernel;
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::mul:
+      return cpu::make_binary_kernel;
+    case OpKind::embedding_grad:
+      return cpu::make_embedding_grad_kernel;
     default:
       return nullptr;
   }
@@ -72,11 +79,15 @@ class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
 
-  // True for the nodes that get a oneDNN kernel; every tensor they touch is f32.
+  // True for the nodes that get a CPU kernel; every tensor they touch is f32,
+  // but embedding_grad's ids.
   bool supports(const Graph& graph, const Node& node) const override {
     if (dnnl_factory(node.op) == nullptr || !cpu::conv_supported(node)) return false;
-    for (const ValueId id : node.inputs) {
-      if (graph.value(id).type.dtype != DType::f32) return false;
+    if (dnnl_factory(node.op) == cpu::make_binary_kernel && !cpu::binary_supported(graph, node))
+      return false;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const bool ids = node.op == OpKind::embedding_grad && i == 1;  // i32 token ids
+      if (graph.value(node.inputs[i]).type.dtype != (ids ? DType::i32 : DType::f32)) return false;
     }
     for (const ValueId id : node.outputs) {
       if (graph.value(id).type.dtype != DType::f32) return false;

@@ -24,6 +24,12 @@ std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node);
 std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node);
 // relu, gelu, tanh, sigmoid, their gradients, scale
 std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node);
+// add, sub, mul when both inputs have the output's shape (binary_supported);
+// plain OpenMP loops, not oneDNN (src/backends/cpu/cpu_binary.cpp says why)
+bool binary_supported(const Graph& graph, const Node& node);
+std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node);
+// embedding_grad (its ids are i32); the reference kernel's bits, on threads
+std::unique_ptr<Kernel> make_embedding_grad_kernel(const Graph& graph, const Node& node);
 // softmax, log_softmax and their gradients
 std::unique_ptr<Kernel> make_softmax_kernel(const Graph& graph, const Node& node);
 

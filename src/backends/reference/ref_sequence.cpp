@@ -1,31 +1,18 @@
 // Reference kernels of embedding, embedding_grad, causal_mask and where.
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "backends/reference/ref_ops.h"
 #include "backends/reference/ref_util.h"
+#include "ops/op_util.h"
 
 namespace memfit {
 namespace {
 
-// The row of ids[n], which must lie in [0, rows). Kernels cannot return a
-// Status, and an id outside the table is bad data that no shape check sees,
-// so the step stops here with the node, the position and the id, before any
-// memory outside the table is touched (clamping would train on wrong rows).
+// The row of ids[n]. Kernels cannot return a Status, and an id outside the
+// table is bad data that no shape check sees: checked_table_row stops the step.
 int64_t checked_row(const RefCall& call, const int32_t* ids, int64_t n, int64_t rows) {
-  const int64_t id = ids[n];
-  if (id < 0 || id >= rows) {
-    std::fprintf(stderr,
-                 "memfit: node '%s' (%s): id %lld at flat position %lld is outside the "
-                 "table's %lld rows; ids must lie in [0, %lld)\n",
-                 call.node.name.c_str(), std::string(op_name(call.node.op)).c_str(),
-                 static_cast<long long>(id), static_cast<long long>(n),
-                 static_cast<long long>(rows), static_cast<long long>(rows));
-    std::abort();
-  }
-  return id;
+  return ops::checked_table_row(call.node, ids[n], n, rows);
 }
 
 }  // namespace
