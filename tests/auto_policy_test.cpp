@@ -103,8 +103,8 @@ TEST(AutoPolicy, KeepsEverythingWhenTheStepFits) {
 
 // Half the arena of sharing alone over a 0.3 GB/s link: swapping alone cannot
 // free memory fast enough to fit, recomputation alone fits; auto swaps the
-// activations whose copies hide and recomputes others, and is predicted
-// faster than recomputation alone.
+// activations whose copies hide and recomputes others (per tensor, or the
+// cheap ops by mirror), and is predicted faster than recomputation alone.
 TEST(AutoPolicy, MixesRecomputationAndSwappingUnderASlowLink) {
   const size_t budget = share_arena(kResnet20) / 2;
   PlanRequest r = request(kResnet20, budget, 0.3);
@@ -116,9 +116,10 @@ TEST(AutoPolicy, MixesRecomputationAndSwappingUnderASlowLink) {
   r.recompute = Recompute::none;
   r.auto_policy = true;
   const PlanReport automatic = plan_training_step(r).value();
-  EXPECT_EQ(automatic.auto_choice, "per-tensor");
+  // Its per-tensor choice, or mirror with swapping: both recompute and swap.
+  EXPECT_TRUE(automatic.auto_choice == "per-tensor" || automatic.auto_choice == "mirror+swap")
+      << automatic.auto_choice;
   EXPECT_LE(automatic.arena_bytes, budget);
-  EXPECT_GT(automatic.recomputed_values, 0u);
   EXPECT_GT(automatic.recomputed_nodes, 0u);
   EXPECT_GT(automatic.swapped_values, 0u);
   EXPECT_GT(automatic.host_bytes, 0u);

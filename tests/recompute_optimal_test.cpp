@@ -269,7 +269,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StepsAreBitIdentical,
 
 TEST(Optimal, AnUnmeetableBudgetNamesTheSmallestArenaWhichFits) {
   PlanRequest request;
-  request.model = {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20};
+  // At batch 4 (not 2) recomputation lowers the arena of this tiny ResNet.
+  request.model = {.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 20};
   request.recompute = Recompute::optimal;
   request.budget = 1024;
   auto refused = plan_training_step(request);

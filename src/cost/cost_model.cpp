@@ -8,6 +8,7 @@
 
 #include "ops/op_table.h"
 #include "passes/phase.h"
+#include "passes/recompute.h"
 #include "runtime/executor.h"
 
 namespace memfit {
@@ -93,7 +94,15 @@ MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend,
   MeasuredCosts costs;
   costs.fallback_ = fallback;
   runs = std::max(runs, 1);
+  // Every node, and the node that recomputes it where that differs (a batch
+  // norm's clone, recompute_form), which the strategies price.
+  std::vector<Node> nodes = graph.nodes();
   for (const Node& node : graph.nodes()) {
+    if (node_phase(graph, node) != Phase::forward) continue;
+    Node form = recompute_form(node);
+    if (form.op != node.op) nodes.push_back(std::move(form));
+  }
+  for (const Node& node : nodes) {
     const std::string key = node_signature(graph, node);
     if (costs.seconds_.count(key)) continue;
     Graph g = single_node_graph(graph, node);

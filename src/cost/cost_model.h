@@ -16,9 +16,12 @@
 //            `runs` times; its time is the executor's per-node kernel time
 //            (Executable::node_seconds) divided by `runs`. Nodes with the
 //            same signature (the blocks of a ResNet repeat, a recomputed
-//            clone repeats its original) share that one measurement. A node
-//            the backend cannot run alone, or one with an output that is
-//            not f32 (a time step's token ids), falls back to roofline.
+//            clone repeats its original) share that one measurement. The
+//            recompute form of each forward node that differs from it (a
+//            batch norm's clone, recompute_form in src/passes/recompute.h) is
+//            timed too. A node the backend cannot run alone, or one with an
+//            output that is not f32 (a time step's token ids), falls back to
+//            roofline.
 // Cost: roofline O(1) per node; measuring O(distinct signatures x runs) kernel
 // calls, each signature compiled once.
 #pragma once

@@ -73,6 +73,14 @@ Cost cost_batch_norm(const Types& in, const Types& out, const Attrs&) {
   return cost;
 }
 
+// Training mode reads x twice more than the others: for the mean and for the
+// variance, before normalizing.
+Cost cost_batch_norm_training(const Types& in, const Types& out, const Attrs& attrs) {
+  Cost cost = cost_batch_norm(in, out, attrs);
+  cost.bytes += 2 * 4.0 * num_elements(in[0].shape);
+  return cost;
+}
+
 std::vector<OpExample> batch_norm_examples() {
   std::vector<OpExample> out;
   for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}, Shape{2, 2, 2, 3, 2}}) {
@@ -219,7 +227,7 @@ void register_norm_ops(OpTableBuilder& table) {
   bn.stateful = true;
   bn.infer = infer_batch_norm;
   bn.grad = grad_batch_norm;
-  bn.cost = cost_batch_norm;
+  bn.cost = cost_batch_norm_training;
   bn.examples = batch_norm_examples;
   table.add(bn);
 

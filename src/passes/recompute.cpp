@@ -30,6 +30,22 @@ bool is_cheap_op(OpKind op) {
   }
 }
 
+bool always_kept(const Node& node, size_t output) {
+  return node.op == OpKind::batch_norm && (output == 1 || output == 2);
+}
+
+Node recompute_form(const Node& original) {
+  Node node = original;
+  if (original.op != OpKind::batch_norm) return node;
+  // (x, gamma, beta, running_mean, running_var) -> (y, mean, var, ...) becomes
+  // (x, gamma, beta, mean, var) -> y.
+  node.op = OpKind::batch_norm_inference;
+  node.inputs = {original.inputs[0], original.inputs[1], original.inputs[2], original.outputs[1],
+                 original.outputs[2]};
+  node.outputs = {original.outputs[0]};
+  return node;
+}
+
 namespace {
 
 // Stage 2: which values stay as the forward pass made them, and the level of
@@ -126,7 +142,10 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
     if (mirrored) chain[n] = longest + 1;
     if (options.keep_others && !mirrored) continue;
     kept.level[n] = mirrored ? leaf + 1 : level;
-    for (ValueId out : node.outputs) kept.keep[out.idx()] = kept.checkpoint_level[out.idx()] == 0;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const ValueId out = node.outputs[o];
+      kept.keep[out.idx()] = kept.checkpoint_level[out.idx()] == 0 || always_kept(node, o);
+    }
   }
   for (ValueId v : graph.outputs()) kept.keep[v.idx()] = true;
   for (const StateUpdate& u : graph.updates()) kept.keep[u.next.idx()] = true;
@@ -204,7 +223,7 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   order.reserve(num_nodes);
   RecomputeStats counted;
   auto clone_node = [&](NodeId original) {
-    Node node = graph.node(original);  // a copy: appending moves the graph's storage
+    Node node = recompute_form(graph.node(original));  // a copy: appending moves the storage
     const NodeId id(static_cast<int32_t>(graph.num_nodes()));
     node.name = graph.unique_node_name(node.name + ".recompute");
     for (ValueId& in : node.inputs) {

@@ -11,7 +11,7 @@
 //    is an output of a forward node.
 // 2. Kept values: graph inputs, outputs of non-forward nodes, the requested
 //    checkpoints of level 0 (`keep`), graph outputs, the next values of state
-//    updates, and every output of a forward node that the forward pass itself
+//    updates, batch norm's batch statistics (always_kept), and every output of a forward node that the forward pass itself
 //    does not need (none of its outputs is read by a forward node, is a graph
 //    output or an update): recomputing such a node would only move it. Every
 //    other forward value is dropped; with `keep_others`, only the outputs of
@@ -49,12 +49,12 @@
 //    one segment's recomputed activations (per level) are live at a time.
 // 4. Rebuild: values are renumbered in definition order.
 //
-// Clones keep their op and attrs: dropout's key draws the same mask, and the
-// kernels are deterministic, so a clone's outputs equal the original's bit for
-// bit (batch norm's clone sees the same batch and gives the same batch
-// statistics). The updates keep naming the originals' outputs, so a cloned
-// batch norm computes running statistics that nothing reads: the state is
-// updated once per step.
+// Clones keep their op and attrs (but batch norm's, recompute_form): dropout's
+// key draws the same mask, and the kernels are deterministic, so a clone's
+// outputs equal the original's bit for bit. A batch norm's clone normalizes
+// the same batch with the batch statistics the original saved, and updates no
+// running statistics: the updates keep naming the originals' outputs, so the
+// state moves once per step.
 //
 // Guarantees: a verified graph with the same inputs, outputs, updates and
 // originals (in their order); without levels and mirror every forward node is
@@ -103,6 +103,21 @@ struct RecomputeOptions {
 // Ops cheap enough to recompute for every backward reader: eltwise
 // activations, batch norm, dropout, scale, add, sub, mul, reshape, transpose.
 bool is_cheap_op(OpKind op);
+
+// Forward outputs the pass never drops (besides graph outputs and the next
+// values of state updates): batch norm's batch statistics, mean and var (C
+// floats each), so that its clones normalize with them (recompute_form).
+bool always_kept(const Node& node, size_t output);
+
+// The node the pass inserts to recompute forward node `original`: a copy of
+// it, but a batch_norm becomes a batch_norm_inference of the original's x,
+// gamma and beta with the original's saved batch statistics as its
+// statistics, and y as its only output. It skips the passes over x that
+// compute the statistics (the largest part of batch norm's time), gives y's
+// bits (both backends normalize with the float statistics either way), and
+// moves no running statistics. The cost-driven strategies price a clone by
+// this node; its inputs and outputs are the original's values.
+Node recompute_form(const Node& original);
 
 struct RecomputeStats {
   size_t dropped_values = 0;    // forward values the backward pass now reads from clones

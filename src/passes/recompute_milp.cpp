@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "passes/phase.h"
+#include "passes/recompute.h"
 #include "passes/recompute_optimal.h"
 
 #ifdef MEMFIT_HAVE_CBC
@@ -67,14 +68,15 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
     for (ValueId out : node.outputs) any_needed = any_needed || needed[out.idx()];
     if (!any_needed) continue;
     MilpProblem::Item item;
-    for (ValueId out : node.outputs) {
-      if (fixed[out.idx()]) continue;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const ValueId out = node.outputs[o];
+      if (fixed[out.idx()] || always_kept(node, o)) continue;
       item.outputs.push_back(out);
       item.mib += static_cast<double>(graph.value(out).bytes()) / (1 << 20);
       item_of[out.idx()] = static_cast<int32_t>(all.size());
     }
     if (item.outputs.empty()) continue;
-    item.seconds = seconds(graph, node);
+    item.seconds = seconds(graph, recompute_form(node));
     for (ValueId in : node.inputs) {
       if (item_of[in.idx()] >= 0) item.inputs.push_back(item_of[in.idx()]);
     }

@@ -152,8 +152,9 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
     block_of[i] = static_cast<int32_t>(block);
     bool any_needed = false;
     for (ValueId out : node.outputs) any_needed = any_needed || needed[out.idx()];
-    for (ValueId out : node.outputs) {
-      if (!any_needed || fixed[out.idx()]) continue;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const ValueId out = node.outputs[o];
+      if (!any_needed || fixed[out.idx()] || always_kept(node, o)) continue;
       droppable[out.idx()] = true;
       // A mirrored value is never stored: its clones serve each backward
       // reader, in every schedule alike, so they add the same seconds to all.
@@ -188,7 +189,7 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
     while (!stack.empty()) {
       const Node& node = graph.node(stack.back());
       stack.pop_back();
-      total += seconds(graph, node);
+      total += seconds(graph, recompute_form(node));
       for (ValueId in : node.inputs) {
         if (!droppable[in.idx()]) continue;
         const NodeId p = graph.value(in).producer;

@@ -62,15 +62,19 @@ void ref_batch_norm(const RefCall& call) {
       }
     }
     const double var = square_sum / m;
-    const double inv_std = 1.0 / std::sqrt(var + static_cast<double>(attrs.eps));
+    // y is normalized with the statistics as saved (rounded to float), as
+    // batch_norm_inference normalizes with given ones: a recomputed batch
+    // norm (recompute_form) gives the same bits.
+    mean_out[ch] = static_cast<float>(mean);
+    var_out[ch] = static_cast<float>(var);
+    const double saved_mean = mean_out[ch];
+    const double inv_std = 1.0 / std::sqrt(static_cast<double>(var_out[ch]) + attrs.eps);
     for (int64_t in = 0; in < v.n; ++in) {
       for (int64_t s = 0; s < v.spatial; ++s) {
         const size_t at = v.at(in, ch, s);
-        y[at] = static_cast<float>(gamma[ch] * (x[at] - mean) * inv_std + beta[ch]);
+        y[at] = static_cast<float>(gamma[ch] * (x[at] - saved_mean) * inv_std + beta[ch]);
       }
     }
-    mean_out[ch] = static_cast<float>(mean);
-    var_out[ch] = static_cast<float>(var);
     new_running_mean[ch] =
         static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
     new_running_var[ch] =
