@@ -399,8 +399,10 @@ void print_table(const Sweep& s, const std::vector<Variant>& variants, const Fla
     const auto n = static_cast<double>(s.sizes[i]);
     std::printf("| %lld |", static_cast<long long>(s.sizes[i]));
     for (size_t k = 0; k < variants.size(); ++k) {
+      // A timed step's plan (--interleave) has no activation bytes: "-".
       const double a = mib(s.cells[i][k].activation);
-      std::printf(" %.3f, %.2f, %.1f |", a / n, a / std::sqrt(n), a / std::log2(n));
+      if (s.cells[i][k].timed_plan) std::printf(" - |");
+      else std::printf(" %.3f, %.2f, %.1f |", a / n, a / std::sqrt(n), a / std::log2(n));
     }
     std::printf("\n");
   }
