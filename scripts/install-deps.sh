@@ -4,6 +4,7 @@ set -euo pipefail
 packages=(
   cmake g++ make            # the build
   libdnnl-dev               # oneDNN: the CPU backend's kernels
+  ocl-icd-opencl-dev        # OpenCL headers: oneDNN's CMake config looks for them
   zlib1g-dev                # reading the gzipped Fashion-MNIST files
   libcli11-dev              # the command line
   libgtest-dev              # the tests

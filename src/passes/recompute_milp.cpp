@@ -45,12 +45,17 @@ struct MilpProblem {
   std::vector<double> base_mib;
 };
 
-MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
+// `mirrored`: by node, the forward nodes the pass mirrors (empty: none).
+MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds,
+                         const std::vector<bool>& mirrored) {
   const size_t num_nodes = graph.num_nodes();
   std::vector<bool> forward(num_nodes);
   for (size_t i = 0; i < num_nodes; ++i) {
     forward[i] = node_phase(graph, graph.nodes()[i]) == Phase::forward;
   }
+  auto is_mirrored = [&](NodeId node) {
+    return node.valid() && !mirrored.empty() && mirrored[node.idx()];
+  };
   std::vector<bool> needed(graph.num_values(), false), fixed(graph.num_values(), false);
   for (size_t i = 0; i < num_nodes; ++i) {
     if (!forward[i]) continue;
@@ -58,12 +63,43 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
   }
   for (ValueId v : graph.outputs()) needed[v.idx()] = fixed[v.idx()] = true;
   for (const StateUpdate& u : graph.updates()) needed[u.next.idx()] = fixed[u.next.idx()] = true;
-  // item_of[v]: the item that makes droppable value v; -1: none (always kept).
+  // item_of[v]: the item that makes droppable value v; -1: none (always kept,
+  // or mirrored). A mirrored value is recomputed from scratch for each
+  // reader, from the items in through[v] (found through the mirrored values
+  // it reads), with mirror_mib[v] of transient clones (its chain's outputs).
   std::vector<int32_t> item_of(graph.num_values(), -1);
+  std::vector<std::vector<int32_t>> through(graph.num_values());
+  std::vector<double> mirror_mib(graph.num_values(), 0);
+  // The items a read of `in` needs held or recomputed in its stage.
+  auto items_read = [&](ValueId in, std::vector<int32_t>& out) {
+    if (item_of[in.idx()] >= 0) out.push_back(item_of[in.idx()]);
+    if (is_mirrored(graph.value(in).producer))
+      out.insert(out.end(), through[in.idx()].begin(), through[in.idx()].end());
+  };
+  auto deduplicate = [](std::vector<int32_t>& items) {
+    std::sort(items.begin(), items.end());
+    items.erase(std::unique(items.begin(), items.end()), items.end());
+  };
   std::vector<MilpProblem::Item> all;
   for (size_t i = 0; i < num_nodes; ++i) {
     if (!forward[i]) continue;
     const Node& node = graph.nodes()[i];
+    if (is_mirrored(NodeId(static_cast<int32_t>(i)))) {
+      std::vector<int32_t> items;
+      double mib = 0;
+      for (ValueId in : node.inputs) {
+        items_read(in, items);
+        if (is_mirrored(graph.value(in).producer)) mib += mirror_mib[in.idx()];
+      }
+      deduplicate(items);
+      for (ValueId out : node.outputs)
+        mib += static_cast<double>(graph.value(out).bytes()) / (1 << 20);
+      for (ValueId out : node.outputs) {
+        through[out.idx()] = items;
+        mirror_mib[out.idx()] = mib;
+      }
+      continue;
+    }
     bool any_needed = false;
     for (ValueId out : node.outputs) any_needed = any_needed || needed[out.idx()];
     if (!any_needed) continue;
@@ -77,9 +113,8 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
     }
     if (item.outputs.empty()) continue;
     item.seconds = seconds(graph, recompute_form(node));
-    for (ValueId in : node.inputs) {
-      if (item_of[in.idx()] >= 0) item.inputs.push_back(item_of[in.idx()]);
-    }
+    for (ValueId in : node.inputs) items_read(in, item.inputs);
+    deduplicate(item.inputs);
     all.push_back(std::move(item));
   }
   MilpProblem problem;
@@ -96,7 +131,8 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
   std::vector<double> delta(num_nodes + 1, 0);
   for (size_t v = 0; v < graph.num_values(); ++v) {
     const Value& value = graph.values()[v];
-    if (item_of[v] >= 0) continue;
+    // Mirrored values live only in their readers' stages (added below).
+    if (item_of[v] >= 0 || is_mirrored(value.producer)) continue;
     const int32_t def = value.producer.valid() ? value.producer.index : 0;
     const int32_t last = std::max(last_use[v], def);
     const double mib = static_cast<double>(value.bytes()) / (1 << 20);
@@ -106,20 +142,20 @@ MilpProblem milp_problem(const Graph& graph, const NodeSeconds& seconds) {
   std::vector<double> live(num_nodes);
   double running = 0;
   for (size_t i = 0; i < num_nodes; ++i) live[i] = running += delta[i];
+  std::vector<int32_t> items;
   for (size_t i = 0; i < num_nodes; ++i) {
     if (forward[i]) continue;
-    bool reads = false;
+    items.clear();
+    double transient = 0;
     for (ValueId in : graph.nodes()[i].inputs) {
-      const int32_t item = item_of[in.idx()];
-      if (item < 0) continue;
-      if (!reads) {
-        ++problem.stages;
-        problem.base_mib.push_back(live[i]);
-      }
-      reads = true;
-      auto& at = all[static_cast<size_t>(item)].read_at;
-      if (at.empty() || at.back() != problem.stages) at.push_back(problem.stages);
+      items_read(in, items);
+      if (is_mirrored(graph.value(in).producer)) transient += mirror_mib[in.idx()];
     }
+    if (items.empty()) continue;
+    deduplicate(items);
+    ++problem.stages;
+    problem.base_mib.push_back(live[i] + transient);
+    for (int32_t item : items) all[static_cast<size_t>(item)].read_at.push_back(problem.stages);
   }
   // L_i, in reverse forward order: readers of an item come after it.
   for (size_t i = all.size(); i-- > 0;) {
@@ -207,15 +243,18 @@ std::vector<bool> solve_milp(const MilpProblem& p, double memory_mib, double sec
 #endif
 
 Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
-                                   const NodeSeconds& seconds, double time_limit) {
+                                   const NodeSeconds& seconds, double time_limit, bool mirror) {
 #ifndef MEMFIT_HAVE_CBC
-  (void)graph, (void)memory_budget, (void)arena_of, (void)seconds, (void)time_limit;
+  (void)graph, (void)memory_budget, (void)arena_of, (void)seconds, (void)time_limit, (void)mirror;
   return Status::error(
       "--recompute milp needs CBC, and this memfit was built without it: install "
       "coinor-libcbc-dev (scripts/install-deps.sh) and configure again, or use --recompute "
       "optimal");
 #else
-  const MilpProblem problem = milp_problem(graph, seconds);
+  RecomputeOptions mirror_alone;
+  mirror_alone.mirror = mirror;
+  MEMFIT_ASSIGN_OR_RETURN(const std::vector<bool> mirrored, mirrored_nodes(graph, mirror_alone));
+  const MilpProblem problem = milp_problem(graph, seconds, mirrored);
   if (problem.items.size() > kMilpMaxNodes) {
     return Status::error(
         "--recompute milp solves graphs of at most " + std::to_string(kMilpMaxNodes) +
@@ -223,7 +262,7 @@ Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const Aren
         ": use --recompute optimal, or a smaller model");
   }
   const std::vector<Cut> candidates = checkpoint_candidates(graph);
-  TrialSet trials(graph, candidates.size(), arena_of, seconds);
+  TrialSet trials(graph, candidates.size(), arena_of, seconds, mirror);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(candidates)));
   MEMFIT_RETURN_IF_ERROR(trials.plan(cut_values(candidates)).status());

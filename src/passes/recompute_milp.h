@@ -35,6 +35,15 @@
 //    bisection over M (at most 6 solves, between the largest stage's other
 //    bytes and that plus the bytes of all droppable values) plans each solution; the least
 //    predicted recomputation time that fits wins, else the smallest arena.
+// Mirror: the mirrored nodes are those the pass mirrors when nothing is
+//    kept (mirrored_nodes); they are not items, so no solution keeps their
+//    outputs and the pass mirrors the same nodes under every solution. A
+//    stage (or a recomputation) that reads a mirrored value reads, through
+//    the mirrored chain its per-reader clones recompute, the items that
+//    chain reads; the chain's bytes count in that stage's other bytes, and
+//    the mirrored values' forward lifetimes in none. The per-reader clones
+//    cost the same under every solution, so the objective leaves them out
+//    (the trials' predicted seconds include them). Every trial mirrors.
 // Guarantees: as the recompute pass's; a graph with more droppable forward
 // nodes than kMilpMaxNodes is refused with a message that names the limit.
 // Cost: at most 6 CBC solves of O(T * n) binaries and constraints, n the
@@ -51,7 +60,9 @@ inline constexpr size_t kMilpMaxNodes = 120;
 // Whether this build has CBC (coinor-libcbc-dev, found by CMake).
 bool milp_available();
 
+// With `mirror`, every rewrite mirrors too (stage 1's mirrored nodes).
 Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const ArenaOf& arena_of,
-                                   const NodeSeconds& seconds, double time_limit);
+                                   const NodeSeconds& seconds, double time_limit,
+                                   bool mirror = false);
 
 }  // namespace memfit

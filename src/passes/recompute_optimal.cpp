@@ -339,15 +339,12 @@ Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
                                                size_t memory_budget, const ArenaOf& arena_of,
                                                const RecomputeCost& cost, bool mirror) {
   const NodeSeconds seconds = cost.seconds ? cost.seconds : roofline_cost();
-  if (mirror && strategy == Recompute::milp) {
-    return Status::error(
-        "--mirror combines with none, sqrt, budget, recursive and optimal, not with milp");
-  }
   switch (strategy) {
     case Recompute::optimal:
       return apply_optimal(std::move(graph), memory_budget, arena_of, seconds, mirror);
     case Recompute::milp:
-      return apply_milp(std::move(graph), memory_budget, arena_of, seconds, cost.milp_seconds);
+      return apply_milp(std::move(graph), memory_budget, arena_of, seconds, cost.milp_seconds,
+                        mirror);
     default:
       return apply_recompute(std::move(graph), strategy, memory_budget, arena_of, mirror);
   }

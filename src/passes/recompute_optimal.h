@@ -127,12 +127,8 @@ struct RecomputeCost {
   double milp_seconds = 30;  // milp: CBC's time limit, in all
 };
 
-// apply_recompute for every strategy, with `cost` for optimal and milp.
-// `mirror` combines with every strategy but milp, which refuses it: its
-// program decides each value on its own, and which values mirror drops
-// depends on which are kept (a kept value's producer is not mirrored, and a
-// mirrored chain then restarts after it), so its memory and cost terms would
-// need a variable per mirrored chain and reader.
+// apply_recompute for every strategy, with `cost` for optimal and milp;
+// `mirror` combines with every strategy.
 Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
                                                size_t memory_budget, const ArenaOf& arena_of,
                                                const RecomputeCost& cost, bool mirror = false);

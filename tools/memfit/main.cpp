@@ -1,10 +1,9 @@
 // The memfit command line. Thin: it parses flags and calls include/memfit.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
-#include <optional>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "memfit/builder.h"
 #include "memfit/plan.h"
@@ -117,7 +116,7 @@ void add_recompute_option(CLI::App* cmd, std::string& strategy, bool& mirror) {
   cmd->add_flag("--mirror", mirror,
                 "also recompute the outputs of cheap ops (activations, batch norm, dropout, "
                 "scale, add, mul, reshape, transpose) for each backward reader; with any "
-                "--recompute but milp, or alone");
+                "--recompute, or alone");
 }
 
 // --cost and --milp-seconds, shared by train and plan.
@@ -180,11 +179,11 @@ memfit::Result<memfit::Techniques> resolve_flags(CLI::App* cmd, const std::strin
   if (policy.empty()) return memfit::Techniques{!no_sharing, r, s, mirror, false};
   const memfit::Policy p = memfit::parse_policy(policy).value();
   if (no_sharing && p != memfit::Policy::none) {
-    return memfit::Status::error(std::string(no_sharing_flag) + " means --policy none; give one of them");
+    return memfit::Status::error(std::string(no_sharing_flag) +
+                                 " means --policy none; give one of them");
   }
-  return memfit::resolve_policy(
-      p, cmd->count("--recompute") > 0 ? std::optional(r) : std::nullopt,
-      cmd->count("--swap") > 0 ? std::optional(s) : std::nullopt, mirror);
+  return memfit::resolve_policy(p, cmd->count("--recompute") > 0 ? std::optional(r) : std::nullopt,
+                                cmd->count("--swap") > 0 ? std::optional(s) : std::nullopt, mirror);
 }
 
 // TFLMS's knobs of --swap tflms, shared by train, plan and maxbatch. Bounds
@@ -286,8 +285,8 @@ int run_max_batch(memfit::PlanRequest request, const PlanFlags& flags) {
 // `memfit models`: every model at its default size, with its exact parameter
 // count from its forward graph at batch 1 (built, never run).
 int run_models() {
-  std::printf("%-13s %12s  %-8s %-15s %7s  %s\n", "model", "parameters", "data", "input",
-              "classes", "description");
+  std::printf("%-13s %12s  %-8s %-15s %7s  %s\n", "model", "parameters", "data", "input", "classes",
+              "description");
   for (const memfit::ModelInfo& info : memfit::model_infos()) {
     auto model = memfit::build_model({.name = info.name, .batch = 1}, false);
     if (!model) {
@@ -340,7 +339,8 @@ int main(int argc, char** argv) {
   cmd->add_option("--lr", lr, "learning rate (default: 0.05 for sgd, 0.001 for adamw)")
       ->check(CLI::PositiveNumber);
   std::string schedule = "cosine";
-  cmd->add_option("--schedule", schedule, "learning rate: constant, or cosine decay to 0 over the run")
+  cmd->add_option("--schedule", schedule,
+                  "learning rate: constant, or cosine decay to 0 over the run")
       ->check(CLI::IsMember({"constant", "cosine"}))
       ->capture_default_str();
   cmd->add_option("--weight-decay", train.optimizer.weight_decay, "weight decay")
@@ -361,8 +361,10 @@ int main(int argc, char** argv) {
   cmd->add_option("--threads", train.threads, "threads of the cpu backend (default: one per core)")
       ->check(CLI::NonNegativeNumber);
   bool no_plan = false;
-  cmd->add_flag("--no-plan", no_plan, "give every value its own memory instead of the planned sharing");
-  cmd->add_flag("--poison", train.poison, "fill memory with NaN as soon as its value dies (checks the plan)");
+  cmd->add_flag("--no-plan", no_plan,
+                "give every value its own memory instead of the planned sharing");
+  cmd->add_flag("--poison", train.poison,
+                "fill memory with NaN as soon as its value dies (checks the plan)");
   std::string train_recompute = "none";
   add_recompute_option(cmd, train_recompute, train.mirror);
   std::string train_cost;
@@ -388,8 +390,8 @@ int main(int argc, char** argv) {
 
   memfit::PlanRequest plan;
   PlanFlags plan_flags;
-  auto* plan_cmd = app.add_subcommand(
-      "plan", "plan the memory of one training step, without running it");
+  auto* plan_cmd =
+      app.add_subcommand("plan", "plan the memory of one training step, without running it");
   plan_cmd->add_option("--model", plan.model.name, "model to plan")
       ->check(CLI::IsMember(memfit::model_names()))
       ->required();
