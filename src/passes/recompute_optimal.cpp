@@ -9,6 +9,7 @@
 #include "passes/phase.h"
 #include "passes/recompute.h"
 #include "passes/recompute_milp.h"
+#include "passes/recompute_rotor.h"
 
 namespace memfit {
 
@@ -182,7 +183,7 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
   auto clone_seconds = [&](ValueId from) {
     double total = 0;
     const NodeId producer = graph.value(from).producer;
-    if (visited[producer.idx()]) return total;
+    if (visited[producer.idx()] || !droppable[from.idx()]) return total;
     const int32_t b = block_of[producer.idx()];
     visited[producer.idx()] = true;
     stack.push_back(producer);
@@ -214,6 +215,12 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
     chain.blocks[b].seconds = inner + output;
     chain.blocks[b].output_seconds = output;
   }
+  // through_seconds: the same walk from c_b's values alone.
+  std::fill(visited.begin(), visited.end(), false);
+  for (size_t b = 0; b < n; ++b) {
+    for (ValueId v : chain.candidates[b].values)
+      chain.blocks[b].through_seconds += clone_seconds(v);
+  }
   return chain;
 }
 
@@ -240,12 +247,30 @@ TrialSet::TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_o
 }
 
 Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain) {
-  std::sort(keep.begin(), keep.end());
-  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  NestedCheckpoints nested;
+  nested.keep = std::move(keep);
+  return plan_trial(std::move(nested), plain);
+}
+
+Result<const PlannedTrial*> TrialSet::plan(const NestedCheckpoints& nested) {
+  return plan_trial(nested, false);
+}
+
+Result<const PlannedTrial*> TrialSet::plan_trial(NestedCheckpoints nested, bool plain) {
+  auto sorted = [](std::vector<ValueId> values) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    return values;
+  };
   // The plain graph is told apart from every checkpoint set by an invalid id.
-  if (plain) keep = {ValueId()};
+  std::vector<ValueId> key = plain ? std::vector<ValueId>{ValueId()} : sorted(nested.keep);
+  for (const std::vector<ValueId>& level : nested.levels) {
+    key.push_back(ValueId());
+    const std::vector<ValueId> values = sorted(level);
+    key.insert(key.end(), values.begin(), values.end());
+  }
   for (const auto& [k, trial] : trials_) {
-    if (k == keep) return &trial;
+    if (k == key) return &trial;
   }
   PlannedTrial trial{RecomputedGraph{graph_, {candidates_, 0, 0}}, 0, 0};
   if (!plain || mirror_) {
@@ -254,9 +279,15 @@ Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain
     // With mirror, the plain graph is mirror alone (every other value kept).
     options.keep_others = plain;
     if (!plain) {
-      options.keep = keep;
+      options.keep = sorted(nested.keep);
+      options.levels = std::move(nested.levels);
+      options.segment_ends = std::move(nested.segment_ends);
       trial.result.summary.checkpoints = 0;
-      for (ValueId v : keep) trial.result.summary.checkpoints += graph_.value(v).producer.valid();
+      for (ValueId v : options.keep)
+        trial.result.summary.checkpoints += graph_.value(v).producer.valid();
+      for (const std::vector<ValueId>& level : options.levels)
+        trial.result.summary.checkpoints += level.size();
+      trial.result.summary.levels = options.levels.size();
     }
     RecomputeStats stats;
     MEMFIT_RETURN_IF_ERROR(recompute(trial.result.graph, options, &stats).status());
@@ -267,7 +298,7 @@ Result<const PlannedTrial*> TrialSet::plan(std::vector<ValueId> keep, bool plain
     }
   }
   MEMFIT_ASSIGN_OR_RETURN(trial.arena, arena_of_(trial.result.graph));
-  trials_.emplace_back(std::move(keep), std::move(trial));
+  trials_.emplace_back(std::move(key), std::move(trial));
   return &trials_.back().second;
 }
 
@@ -303,25 +334,36 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
   const size_t target = memory_budget > 0 ? memory_budget : sqrt->arena;
   if (plain->arena <= target) return trials.best(target);
 
-  // Stage 6's bisection over the DP's budget, in bytes; units of budget / kUnits.
-  constexpr size_t kUnits = 1024;
+  // Stage 6's bisection over the DP's budget, in bytes: the single-level DP
+  // over the chain in units of budget / kUnits, the multi-level one over the
+  // chain merged into at most kRotorBlocks groups in units of budget /
+  // kRotorUnits; the schedule of fewer predicted seconds is planned.
+  constexpr size_t kUnits = 1024, kRotorUnits = 256;
+  const CoarseChain coarse = coarsen_chain(chain.blocks, kRotorBlocks);
+  auto scaled = [](std::vector<ChainBlock> blocks, size_t unit) {
+    for (ChainBlock& b : blocks) {
+      b.output = (b.output + unit - 1) / unit;
+      b.saved = (b.saved + unit - 1) / unit;
+    }
+    return blocks;
+  };
   const std::vector<BlockMode> all_stored(chain.blocks.size(), BlockMode::stored);
   size_t lo = 0, hi = evaluate_chain(chain.blocks, all_stored)->peak;
   for (int round = 0; round < 12 && lo + 1 < hi; ++round) {
     const size_t mid = lo + (hi - lo) / 2;
     const size_t unit = std::max<size_t>(1, (mid + kUnits - 1) / kUnits);
-    std::vector<ChainBlock> scaled = chain.blocks;
-    for (ChainBlock& b : scaled) {
-      b.output = (b.output + unit - 1) / unit;
-      b.saved = (b.saved + unit - 1) / unit;
-    }
-    const auto schedule = solve_chain(scaled, mid / unit);
-    if (!schedule) {
+    const size_t rotor_unit = std::max<size_t>(1, (mid + kRotorUnits - 1) / kRotorUnits);
+    const auto single = solve_chain(scaled(chain.blocks, unit), mid / unit);
+    const auto multi = solve_levels(scaled(coarse.blocks, rotor_unit), mid / rotor_unit);
+    if (!single && !multi) {
       lo = mid;
       continue;
     }
+    const bool nested = multi && (!single || multi->seconds < single->seconds);
     MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* trial,
-                            trials.plan(chain_keep(chain, schedule->modes)));
+                            nested
+                                ? trials.plan(levels_keep(chain, expand_schedule(coarse, *multi)))
+                                : trials.plan(chain_keep(chain, single->modes)));
     (trial->arena <= target ? lo : hi) = mid;
   }
   MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph best, trials.best(target));

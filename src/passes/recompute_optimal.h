@@ -39,9 +39,9 @@
 //    block (or is the tail): so the chain is a sequence of units, a stored
 //    block or a segment (dropped .. dropped, then checkpointed or the tail),
 //    recomputed at once when the backward pass reaches its last block. The
-//    tail is stored or dropped. Rotor's multi-level schedules (a segment
-//    recomputed twice, from nested checkpoints) are not in the family: the
-//    rewrite pass clones each node once.
+//    tail is stored or dropped. This is the single-level family (solve_chain);
+//    rotor's multi-level schedules, where a segment places checkpoints of
+//    its own, level under level, are recompute_rotor.h's (solve_levels).
 // 4. Memory model: the bytes kept when the backward pass reaches a unit are
 //    `prefix` = the kept bytes of all units before it (stored: saved +
 //    output, checkpointed: output, dropped: none); the unit then holds its
@@ -60,7 +60,11 @@
 //    alone, sqrt+mirror's and greedy's sets over every candidate, mirrored
 //    too, as apply_recompute makes them); then a bisection over
 //    the DP's budget (12 rounds between 0 and the model peak of storing
-//    everything) rewrites and plans each DP schedule. Of every plan whose
+//    everything) solves both DPs, the single-level one over the chain and
+//    the multi-level one over the chain merged into at most kRotorBlocks
+//    groups (recompute_rotor.h, stage 4), and rewrites and plans the
+//    schedule of fewer predicted seconds (nested levels become the recompute
+//    pass's levels). Of every plan whose
 //    arena fits the target, the least predicted recomputation time wins
 //    (then the smaller arena); if none fits, the budget strategy's search
 //    runs too and the smaller arena of the two wins (which the caller's
@@ -69,9 +73,11 @@
 // correct as that pass; its predicted recompute time is never more than
 // sqrt's (with mirror, sqrt+mirror's) at a target that sqrt's arena meets
 // (sqrt is one of the plans).
-// Cost: the chain O(N + E); one DP O(n^2 G) for n blocks and G = 1024 units,
-// usually far less (a segment stops growing when it passes the budget);
-// the search at most 16 rewrites and plans.
+// Cost: the chain O(N + E); one single-level DP O(n^2 G) for n blocks and
+// G = 1024 units, one multi-level DP O(k^3 G' / 6) for k <= 64 groups and
+// G' = 256 units (the single-level one usually far less: a segment stops
+// growing when it passes the budget); the search at most 16 rewrites and
+// plans.
 #pragma once
 
 #include <cstddef>
@@ -89,6 +95,10 @@ struct ChainBlock {
   double output_seconds = 0;  // of it, what keeping the output saves
   size_t output = 0;          // the output candidate's size (0 for the tail)
   size_t saved = 0;           // the block's other values the backward pass reads
+  // Computing c_b alone from c_{b-1}: the block's nodes c_b depends on (a
+  // walk of the recompute pass through the block to a later checkpoint;
+  // multi-level schedules, recompute_rotor.h).
+  double through_seconds = 0;
 };
 
 enum class BlockMode : uint8_t { stored, checkpointed, dropped };
@@ -151,17 +161,22 @@ class TrialSet {
   // Rewrites with `keep` (plain: the graph as it is, or with mirror mirror
   // alone) and plans it, once per distinct set.
   Result<const PlannedTrial*> plan(std::vector<ValueId> keep, bool plain = false);
+  // The same with nested levels (recompute_rotor.h).
+  Result<const PlannedTrial*> plan(const NestedCheckpoints& nested);
   // The best plan for `target` (0: the smallest arena): see stage 6.
   Result<RecomputedGraph> best(size_t target);
 
  private:
+  Result<const PlannedTrial*> plan_trial(NestedCheckpoints nested, bool plain);
   const Graph& graph_;
   size_t candidates_;
   const ArenaOf& arena_of_;
   const NodeSeconds& seconds_;
   bool mirror_ = false;
   double forward_seconds_ = 0;
-  std::deque<std::pair<std::vector<ValueId>, PlannedTrial>> trials_;  // stable addresses
+  // Keyed by the sorted keep set, then each level's sorted set after an
+  // invalid id; stable addresses.
+  std::deque<std::pair<std::vector<ValueId>, PlannedTrial>> trials_;
 };
 
 }  // namespace memfit
