@@ -373,7 +373,7 @@ TEST(PlanReportJson, IsOneObjectWithTheReportsNumbers) {
        {"model", "batch", "accumulate", "optimizer", "backend", "sharing", "budget_bytes",
         "arena_bytes", "lower_bound_bytes", "no_sharing_bytes", "fragmentation", "by_role",
         "num_nodes", "peak_step", "algorithm", "recompute", "checkpoint_candidates",
-        "checkpoints", "recomputed_nodes", "timeline"}) {
+        "checkpoints", "checkpoint_levels", "recomputed_nodes", "timeline"}) {
     EXPECT_EQ(json.fields.count(key), 1u) << key;
   }
   EXPECT_EQ(json.fields.at("model").text, "lenet");

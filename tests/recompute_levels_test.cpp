@@ -14,29 +14,11 @@
 #include "passes/phase.h"
 #include "passes/recompute.h"
 #include "passes/recompute_strategy.h"
+#include "test_util.h"
 #include "train/training_program.h"
 
 namespace memfit {
 namespace {
-
-// A chain of n tanh layers over a parameter of `width` floats, summed into
-// the loss, with its backward pass: every tanh output is a candidate, and
-// every gradient node reads its layer's output.
-Graph tanh_chain(int n, int width) {
-  const std::string type = "f32[" + std::to_string(width) + "]";
-  std::string text = "memfit-graph 1\ninput %w " + type + " parameter\n";
-  std::string previous = "w";
-  for (int i = 1; i <= n; ++i) {
-    const std::string t = "t" + std::to_string(i);
-    text += "node " + t + " = tanh(%" + previous + ") -> %" + t + " " + type + " activation\n";
-    previous = t;
-  }
-  text += "node loss = reduce_sum(%" + previous +
-          ") {axes=[0] keepdims=false} -> %loss f32[] activation\noutput %loss\n";
-  Graph g = parse_graph(text).value();
-  EXPECT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
-  return g;
-}
 
 // The arena the reference backend plans for `graph` after `strategy`.
 size_t chain_arena(const Graph& graph, Recompute strategy, RecomputeSummary* summary = nullptr) {
@@ -55,7 +37,7 @@ TEST(RecomputeLevels, NestedCheckpointsCloneANodeOncePerLevel) {
   // 7 layers: t4 kept (level 0); t2 and t6 at level 1; every other layer is
   // inside a leaf. Recomputing t5..t7 needs t6, made from t4; t1 from w, t3
   // from t2, made from w.
-  Graph g = tanh_chain(7, 4);
+  Graph g = testing::tanh_chain(7, 4);
   RecomputeOptions options;
   options.keep = {g.find_value("t4")};
   options.levels = {{g.find_value("t2"), g.find_value("t6")}};
@@ -115,7 +97,7 @@ TEST(RecomputeLevels, ArenaGrowsLinearlyAsSqrtAndAsLogOfTheChain) {
   std::vector<int> lengths = {32, 64, 128, 256};
   std::vector<size_t> none, sqrt, recursive;
   for (int n : lengths) {
-    const Graph g = tanh_chain(n, kWidth);
+    const Graph g = testing::tanh_chain(n, kWidth);
     none.push_back(chain_arena(g, Recompute::none));
     sqrt.push_back(chain_arena(g, Recompute::sqrt));
     RecomputeSummary summary;
@@ -152,8 +134,8 @@ TEST(RecomputeLevels, ArenaGrowsLinearlyAsSqrtAndAsLogOfTheChain) {
 // linearly. Cloned in forward order, each p_i lives one step.
 Graph driven_chain(int n, int width) {
   const std::string type = "f32[" + std::to_string(width) + "]";
-  std::string text = "memfit-graph 1\ninput %w " + type + " parameter\ninput %x " + type +
-                     " input\n";
+  std::string text =
+      "memfit-graph 1\ninput %w " + type + " parameter\ninput %x " + type + " input\n";
   std::string previous = "w";
   for (int i = 1; i <= n; ++i) {
     const std::string k = std::to_string(i);
@@ -222,7 +204,7 @@ TEST(RecomputeLevels, MirrorAloneClonesOnlyCheapOpsWithOneForwardReader) {
 
   // A chain of cheap ops: each reader recomputes at most 4 of them, so every
   // fifth layer stays stored.
-  Graph chain = tanh_chain(64, 16);
+  Graph chain = testing::tanh_chain(64, 16);
   RecomputeStats chain_stats;
   ASSERT_TRUE(recompute(chain, options, &chain_stats).is_ok());
   ASSERT_TRUE(verify_graph(chain).is_ok());
@@ -264,8 +246,7 @@ TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   request.budget = smallest - 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
-  EXPECT_NE(refused.message().find("no strategy fits"), std::string::npos)
-      << refused.message();
+  EXPECT_NE(refused.message().find("no strategy fits"), std::string::npos) << refused.message();
   EXPECT_NE(refused.message().find("at least " + std::to_string(smallest) + " bytes"),
             std::string::npos)
       << refused.message();

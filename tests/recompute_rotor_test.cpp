@@ -183,25 +183,8 @@ TEST(RotorDp, AMergedChainsScheduleMeansTheSameOnTheFullChain) {
   EXPECT_GT(checked, 50);
 }
 
-// n tanh layers over a parameter of `width` floats, summed into the loss.
-Graph tanh_chain(int n, int width) {
-  const std::string type = "f32[" + std::to_string(width) + "]";
-  std::string text = "memfit-graph 1\ninput %w " + type + " parameter\n";
-  std::string previous = "w";
-  for (int i = 1; i <= n; ++i) {
-    const std::string t = "t" + std::to_string(i);
-    text += "node " + t + " = tanh(%" + previous + ") -> %" + t + " " + type + " activation\n";
-    previous = t;
-  }
-  text += "node loss = reduce_sum(%" + previous +
-          ") {axes=[0] keepdims=false} -> %loss f32[] activation\noutput %loss\n";
-  Graph g = parse_graph(text).value();
-  EXPECT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
-  return g;
-}
-
 TEST(RotorOptimal, MeetsRecursivesArenaOnALongChainWithLessRecomputation) {
-  const Graph g = tanh_chain(48, 4096);
+  const Graph g = testing::tanh_chain(48, 4096);
   const auto backend = make_reference_backend();
   const ArenaOf arena_of = [&](const Graph& graph) -> Result<size_t> {
     MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, *backend, ExecOptions{}));

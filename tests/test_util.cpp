@@ -5,6 +5,7 @@
 #include <numeric>
 #include <string>
 
+#include "autodiff/autodiff.h"
 #include "core/check.h"
 #include "core/random.h"
 #include "memory/planner.h"
@@ -44,7 +45,8 @@ std::vector<Words> example_inputs(const OpExample& example, uint64_t seed) {
     // distinct: rank k of a random key gets (k - n/2) * 0.1 + 0.05.
     std::vector<size_t> order(n);
     std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return normal[a] < normal[b]; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return normal[a] < normal[b]; });
     std::vector<float> distinct(n);
     for (size_t k = 0; k < n; ++k) {
       distinct[order[k]] = (static_cast<float>(k) - static_cast<float>(n / 2)) * 0.1f + 0.05f;
@@ -94,7 +96,8 @@ std::vector<std::vector<float>> run_outputs(Executable& exe, const std::vector<W
   auto result = exe.run(state, feeds_for(inputs), step);
   MEMFIT_CHECK(result.is_ok());
   std::vector<std::vector<float>> out;
-  for (ValueId v : exe.graph().outputs()) out.push_back(result->outputs.at(exe.graph().value(v).name));
+  for (ValueId v : exe.graph().outputs())
+    out.push_back(result->outputs.at(exe.graph().value(v).name));
   return out;
 }
 
@@ -164,6 +167,22 @@ void expect_identical_steps(const std::vector<float>& expected_losses, const Sta
     for (size_t i = 0; i < data.size(); ++i) differing += as_word(data[i]) != as_word((*other)[i]);
     EXPECT_EQ(differing, 0u) << what << ": " << name;
   }
+}
+
+Graph tanh_chain(int n, int width) {
+  const std::string type = "f32[" + std::to_string(width) + "]";
+  std::string text = "memfit-graph 1\ninput %w " + type + " parameter\n";
+  std::string previous = "w";
+  for (int i = 1; i <= n; ++i) {
+    const std::string t = "t" + std::to_string(i);
+    text += "node " + t + " = tanh(%" + previous + ") -> %" + t + " " + type + " activation\n";
+    previous = t;
+  }
+  text += "node loss = reduce_sum(%" + previous +
+          ") {axes=[0] keepdims=false} -> %loss f32[] activation\noutput %loss\n";
+  Graph g = parse_graph(text).value();
+  EXPECT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
+  return g;
 }
 
 }  // namespace memfit::testing

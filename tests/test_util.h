@@ -22,7 +22,8 @@ class ScratchDir {
   ScratchDir() {
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = std::filesystem::path(::testing::TempDir()) /
-            ("memfit_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+            ("memfit_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" +
+             info->name());
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -98,6 +99,11 @@ struct VerifiedStep {
 };
 VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
                                const ExecOptions& exec, const StepTechniques& techniques);
+
+// n tanh layers over a parameter %w of `width` floats, summed into the loss,
+// with the backward pass: every tanh output (%t1 .. %tn) is a candidate, and
+// every gradient node reads its layer's output.
+Graph tanh_chain(int n, int width);
 
 // Expects the same losses and state (parameters, optimizer state, running
 // statistics) bit for bit, and finite losses.

@@ -80,6 +80,7 @@ struct PlanReport {
   size_t num_nodes = 0;
   size_t checkpoint_candidates = 0;     // forward values that cut the forward graph
   size_t checkpoints = 0;               // of them, those kept for the backward pass
+  size_t checkpoint_levels = 0;         // nested levels below the kept ones (recursive, optimal)
   size_t recomputed_nodes = 0;          // clones of forward nodes in the backward pass
   size_t swap_candidates = 0;           // forward activations the backward pass reads again
   size_t swapped_values = 0;            // of them, those swapped to the host pool

@@ -203,6 +203,7 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.num_nodes = g.num_nodes();
   report.checkpoint_candidates = summary.candidates;
   report.checkpoints = summary.checkpoints;
+  report.checkpoint_levels = summary.levels;
   report.recomputed_nodes = summary.recomputed_nodes;
   report.swap_candidates = planned.swap.candidates;
   report.swapped_values = planned.swap.swapped_values;

@@ -353,6 +353,10 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   if (request.recompute != Recompute::none || request.mirror) {
     out += format("  %-20s %12zu of %zu candidates\n", "checkpoints", report.checkpoints,
                   report.checkpoint_candidates);
+    if (report.checkpoint_levels > 0) {
+      out += format("  %-20s %12zu below the kept ones\n", "checkpoint levels",
+                    report.checkpoint_levels);
+    }
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
   out += format("  %-20s %12s\n", "swap", std::string(swap_name(request.swap)).c_str());
@@ -423,8 +427,9 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
     out += format("  \"swap_ins\": %zu,\n  \"branch_swaps\": %zu,\n  \"trigger_fallbacks\": %zu,\n",
                   report.swap_ins, report.branch_swaps, report.trigger_fallbacks);
   }
-  out += format("  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n",
-                report.checkpoint_candidates, report.checkpoints);
+  out += format(
+      "  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n  \"checkpoint_levels\": %zu,\n",
+      report.checkpoint_candidates, report.checkpoints, report.checkpoint_levels);
   out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);
   out += "  \"cost_model\": " + json_string(cost_model_name(request.cost)) + ",\n";
   out += format("  \"predicted_step_seconds\": %.9g,\n  \"predicted_recompute_seconds\": %.9g,\n",

@@ -99,6 +99,9 @@ out=$("$memfit" plan --model resnet-cifar --depth 56 --batch 2 --recompute milp 
 [ "$rc" -eq 1 ] || fail "milp on a large graph exited $rc, not 1"
 grep -q "recompute optimal" <<<"$out" || fail "milp refusal does not suggest optimal: $out"
 json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \
+       --recompute recursive) || fail "--recompute recursive exited $?"
+[ "$(number checkpoint_levels)" -gt 0 ] || fail "recursive: no checkpoint_levels: $json"
+json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \
        --recompute milp --mirror --milp-seconds 5 --cost roofline) || fail "milp --mirror exited $?"
 grep -q '"mirror": true,' <<<"$json" || fail "milp --mirror: no mirror key: $json"
 [ "$(number arena_bytes)" -lt "$plain" ] || fail "milp --mirror did not shrink $plain: $json"

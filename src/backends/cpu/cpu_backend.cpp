@@ -14,7 +14,7 @@ namespace {
 using KernelFactory = std::unique_ptr<Kernel> (*)(const Graph& graph, const Node& node);
 
 // The CPU factory of `op`, or null when the reference kernel runs it.
-KernelFactory dnnl_factory(OpKind op) {
+KernelFactory cpu_factory(OpKind op) {
   switch (op) {
     case OpKind::conv2d:
     case OpKind::conv2d_grad_input:
@@ -82,8 +82,8 @@ class CpuBackend final : public Backend {
   // True for the nodes that get a CPU kernel; every tensor they touch is f32,
   // but embedding_grad's ids.
   bool supports(const Graph& graph, const Node& node) const override {
-    if (dnnl_factory(node.op) == nullptr || !cpu::conv_supported(node)) return false;
-    if (dnnl_factory(node.op) == cpu::make_binary_kernel && !cpu::binary_supported(graph, node))
+    if (cpu_factory(node.op) == nullptr || !cpu::conv_supported(node)) return false;
+    if (cpu_factory(node.op) == cpu::make_binary_kernel && !cpu::binary_supported(graph, node))
       return false;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const bool ids = node.op == OpKind::embedding_grad && i == 1;  // i32 token ids
@@ -99,7 +99,7 @@ class CpuBackend final : public Backend {
     const Node& node = graph.node(id);
     if (!supports(graph, node)) return reference_->make_kernel(graph, id);
     try {
-      return dnnl_factory(node.op)(graph, node);
+      return cpu_factory(node.op)(graph, node);
     } catch (const dnnl::error& e) {
       return Status::error("oneDNN rejected node '" + node.name + "' (" +
                            std::string(op_name(node.op)) + "): " + e.what() +
