@@ -157,20 +157,6 @@ INSTANTIATE_TEST_SUITE_P(Models, OptimalMirror, ::testing::ValuesIn(kModels),
                            return test_name(info.param);
                          });
 
-// The exact bytes after "the smallest arena this plan reaches is " in a
-// budget error; 0 when it is not there.
-size_t smallest_arena_in(const std::string& message) {
-  const std::string lead = "the smallest arena this plan reaches is ";
-  const size_t at = message.find(lead);
-  if (at == std::string::npos) return 0;
-  std::string digits;
-  for (char ch : message.substr(at + lead.size())) {
-    if (!std::isdigit(static_cast<unsigned char>(ch))) break;
-    digits += ch;
-  }
-  return digits.empty() ? 0 : std::stoull(digits);
-}
-
 struct StepRun {
   std::vector<float> losses;
   StateStore state;
@@ -225,7 +211,7 @@ TEST_P(OptimalMirrorSteps, AreBitIdenticalUnderTheSmallestArena) {
   request.budget = 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok()) << what;
-  const size_t smallest = smallest_arena_in(refused.message());
+  const size_t smallest = testing::smallest_arena_in(refused.message());
   ASSERT_GT(smallest, 0u) << refused.message();
   const StepRun run = run_steps(c.model, c.accumulate, c.recompute, true, smallest);
   EXPECT_LE(run.arena, smallest) << what;

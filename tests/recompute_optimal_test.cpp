@@ -181,28 +181,13 @@ struct StepRun {
 // stopped with its best solution) well within it.
 constexpr double kMilpSeconds = 0.5;
 
-// The exact bytes after "the smallest arena this plan reaches is " in a
-// budget error; 0 when it is not there.
-size_t smallest_arena_in(const std::string& message) {
-  const std::string lead = "the smallest arena this plan reaches is ";
-  const size_t at = message.find(lead);
-  if (at == std::string::npos) return 0;
-  const std::string rest = message.substr(at + lead.size());
-  std::string digits;
-  for (char ch : rest.substr(0, rest.find(" bytes"))) {
-    if (std::isdigit(static_cast<unsigned char>(ch))) digits += ch;
-  }
-  return digits.empty() ? 0 : std::stoull(digits);
-}
-
 // One optimizer step on the cpu backend with poison mode on, under `budget`.
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recompute,
                  size_t budget = 0) {
   const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(model, accumulate, sgd(), 2, *backend,
-                                         ExecOptions{true, true, budget},
-                                         StepTechniques{.recompute = recompute,
-                                                        .milp_seconds = kMilpSeconds});
+  auto program = TrainingProgram::create(
+      model, accumulate, sgd(), 2, *backend, ExecOptions{true, true, budget},
+      StepTechniques{.recompute = recompute, .milp_seconds = kMilpSeconds});
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;
@@ -245,7 +230,7 @@ TEST_P(StepsAreBitIdentical, UnderTheSmallestArena) {
   request.budget = 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok()) << what;
-  const size_t smallest = smallest_arena_in(refused.message());
+  const size_t smallest = testing::smallest_arena_in(refused.message());
   ASSERT_GT(smallest, 0u) << refused.message();
   const StepRun run = one_step(c.model, c.accumulate, c.recompute, smallest);
   EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
@@ -276,7 +261,7 @@ TEST(Optimal, AnUnmeetableBudgetNamesTheSmallestArenaWhichFits) {
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   const std::string& message = refused.message();
-  request.budget = smallest_arena_in(message);
+  request.budget = testing::smallest_arena_in(message);
   ASSERT_GT(request.budget, 0u) << message;
   auto met = plan_training_step(request);
   ASSERT_TRUE(met.is_ok()) << met.message() << "\nafter: " << message;

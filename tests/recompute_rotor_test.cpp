@@ -220,10 +220,8 @@ TEST(RotorOptimal, NestedStepIsBitIdenticalUnderTheSmallestArena) {
   request.budget = 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
-  const std::string lead = "the smallest arena this plan reaches is ";
-  const size_t at = refused.message().find(lead);
-  ASSERT_NE(at, std::string::npos) << refused.message();
-  const size_t smallest = std::stoull(refused.message().substr(at + lead.size()));
+  const size_t smallest = testing::smallest_arena_in(refused.message());
+  ASSERT_GT(smallest, 0u) << refused.message();
   const testing::VerifiedStep nested = testing::run_verified_step(
       model, 1, ExecOptions{true, true, smallest},
       StepTechniques{.recompute = Recompute::optimal, .cost = CostModel::roofline});

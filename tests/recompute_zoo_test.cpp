@@ -2,9 +2,10 @@
 // momentum from zero, so the momentum buffers hold the gradients) of a tiny
 // configuration on its synthetic data gives the same loss, gradients,
 // parameters and batch-norm running statistics bit for bit with each
-// recompute strategy, with mirror, and with recursive and mirror together as
-// without recomputation, with poison mode on; each rewritten step graph and
-// its plan verify.
+// recompute strategy (optimal and milp with the roofline cost model; milp
+// where the model is small enough for it), with mirror, and with recursive,
+// optimal and milp with mirror, as without recomputation, with poison mode
+// on; each rewritten step graph and its plan verify.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,8 @@
 #include <string>
 
 #include "memfit/builder.h"
+#include "memfit/plan.h"
+#include "passes/recompute_milp.h"
 #include "test_util.h"
 #include "train/data_source.h"
 #include "train/training_program.h"
@@ -31,13 +34,23 @@ struct StepRun {
   size_t recomputed_nodes = 0;
 };
 
-StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror) {
+// A step with `recompute` under `budget` (0: none); `refused` (if given) is
+// set instead of a test failure when milp refuses the model as too large.
+StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror, size_t budget = 0,
+                 bool* refused = nullptr) {
   const auto backend = make_cpu_backend(2);
   auto program = TrainingProgram::create(model, 1, sgd(), model.batch, *backend,
-                                         ExecOptions{true, true, 0},
-                                         StepTechniques{.recompute = recompute, .mirror = mirror});
-  EXPECT_TRUE(program.is_ok()) << program.message();
+                                         ExecOptions{true, true, budget},
+                                         StepTechniques{.recompute = recompute,
+                                                        .mirror = mirror,
+                                                        .cost = CostModel::roofline,
+                                                        .milp_seconds = 1});
   StepRun run;
+  if (refused) {
+    *refused = !program && program.message().find("at most") != std::string::npos;
+    if (*refused) return run;
+  }
+  EXPECT_TRUE(program.is_ok()) << program.message();
   if (!program) return run;
   const Executable& exe = (*program)->step_executable();
   EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
@@ -45,8 +58,8 @@ StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror) {
   EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
   run.recomputed_nodes = (*program)->recompute_summary().recomputed_nodes;
   (*program)->init_state(run.state, 7);
-  auto data =
-      synthetic_source(testing::data_kind(model.name), (*program)->model(), model.batch, model.batch, 11);
+  auto data = synthetic_source(testing::data_kind(model.name), (*program)->model(), model.batch,
+                               model.batch, 11);
   EXPECT_TRUE(data.is_ok()) << data.message();
   if (!data) return run;
   Batch batch = Batch::for_model((*program)->model());
@@ -77,12 +90,36 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
     bool mirror;
   };
   for (const Variant v : {Variant{Recompute::sqrt, false}, Variant{Recompute::budget, false},
-                          Variant{Recompute::recursive, false}, Variant{Recompute::none, true},
-                          Variant{Recompute::recursive, true}}) {
+                          Variant{Recompute::recursive, false}, Variant{Recompute::optimal, false},
+                          Variant{Recompute::milp, false}, Variant{Recompute::none, true},
+                          Variant{Recompute::recursive, true}, Variant{Recompute::optimal, true},
+                          Variant{Recompute::milp, true}}) {
     const std::string what = model.name + " --recompute " +
                              std::string(recompute_name(v.recompute)) +
                              (v.mirror ? " --mirror" : "");
-    const StepRun run = one_step(model, v.recompute, v.mirror);
+    if (v.recompute == Recompute::milp && !milp_available()) continue;
+    // optimal and milp aim at sqrt's arena, which a tiny model's plain step
+    // may meet: without mirror (whose clones they make anyway) they run
+    // under the smallest arena they reach instead.
+    size_t budget = 0;
+    if ((v.recompute == Recompute::optimal || v.recompute == Recompute::milp) && !v.mirror) {
+      PlanRequest request;
+      request.model = model;
+      request.optimizer = sgd();
+      request.recompute = v.recompute;
+      request.mirror = v.mirror;
+      request.cost = CostModel::roofline;
+      request.milp_seconds = 1;
+      request.budget = 1;
+      auto planned = plan_training_step(request);
+      ASSERT_FALSE(planned.is_ok()) << what;
+      if (planned.message().find("at most") != std::string::npos) continue;  // milp: too large
+      budget = testing::smallest_arena_in(planned.message());
+      ASSERT_GT(budget, 0u) << planned.message();
+    }
+    bool refused = false;
+    const StepRun run = one_step(model, v.recompute, v.mirror, budget, &refused);
+    if (refused) continue;  // more droppable nodes than milp takes
     // Mirror alone may find nothing to do (lenet: relu reads a conv output
     // that nothing in the backward pass reads).
     if (v.recompute == Recompute::recursive) {

@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -183,6 +184,18 @@ Graph tanh_chain(int n, int width) {
   Graph g = parse_graph(text).value();
   EXPECT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
   return g;
+}
+
+size_t smallest_arena_in(const std::string& message) {
+  const std::string lead = "the smallest arena this plan reaches is ";
+  const size_t at = message.find(lead);
+  if (at == std::string::npos) return 0;
+  std::string digits;
+  for (size_t i = at + lead.size();
+       i < message.size() && std::isdigit(static_cast<unsigned char>(message[i])); ++i) {
+    digits += message[i];
+  }
+  return digits.empty() ? 0 : std::stoull(digits);
 }
 
 }  // namespace memfit::testing

@@ -100,6 +100,10 @@ struct VerifiedStep {
 VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
                                const ExecOptions& exec, const StepTechniques& techniques);
 
+// The bytes after "the smallest arena this plan reaches is " in a budget
+// error (plan_training_step's); 0 when it is not there.
+size_t smallest_arena_in(const std::string& message);
+
 // n tanh layers over a parameter %w of `width` floats, summed into the loss,
 // with the backward pass: every tanh output (%t1 .. %tn) is a candidate, and
 // every gradient node reads its layer's output.
