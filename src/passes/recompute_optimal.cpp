@@ -48,60 +48,20 @@ std::optional<ChainSchedule> evaluate_chain(const std::vector<ChainBlock>& block
 }
 
 std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, size_t memory) {
-  const size_t n = blocks.size();
-  if (n == 0) return std::nullopt;
-  const size_t width = memory + 1;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  // opt[b * width + m]: least seconds for blocks b.. with m units left above
-  // the prefix; choice: -1 stored, else the last block j of the first segment.
-  std::vector<double> opt((n + 1) * width, kInf);
-  std::vector<int32_t> choice(n * width, -2);
-  for (size_t m = 0; m <= memory; ++m) opt[n * width + m] = 0;
-  for (size_t b = n; b-- > 0;) {
-    for (size_t m = 0; m <= memory; ++m) {
-      double best = kInf;
-      int32_t pick = -2;
-      const size_t stored = blocks[b].saved + blocks[b].output;
-      if (stored <= m && opt[(b + 1) * width + m - stored] < best) {
-        best = opt[(b + 1) * width + m - stored];
-        pick = -1;
-      }
-      size_t need = 0;
-      double seconds = 0;
-      for (size_t j = b; j < n; ++j) {
-        need += blocks[j].saved + blocks[j].output;
-        if (need > m) break;
-        seconds += blocks[j].seconds;
-        const double total = j + 1 == n ? seconds
-                                        : seconds - blocks[j].output_seconds +
-                                              opt[(j + 1) * width + m - blocks[j].output];
-        if (total < best) {
-          best = total;
-          pick = static_cast<int32_t>(j);
-        }
-      }
-      opt[b * width + m] = best;
-      choice[b * width + m] = pick;
-    }
-  }
-  if (opt[memory] == kInf) return std::nullopt;
-  std::vector<BlockMode> modes(n, BlockMode::stored);
-  size_t m = memory;
-  for (size_t b = 0; b < n;) {
-    const int32_t pick = choice[b * width + m];
-    MEMFIT_CHECK(pick != -2);
-    if (pick == -1) {
-      m -= blocks[b].saved + blocks[b].output;
-      ++b;
-      continue;
-    }
-    const auto j = static_cast<size_t>(pick);
-    for (size_t k = b; k < j; ++k) modes[k] = BlockMode::dropped;
-    modes[j] = j + 1 == n ? BlockMode::dropped : BlockMode::checkpointed;
-    if (j + 1 < n) m -= blocks[j].output;
-    b = j + 1;
-  }
-  auto schedule = evaluate_chain(blocks, modes);
+  // A segment recomputed at once holds all its blocks' bytes: summed as j
+  // grows from b.
+  size_t need = 0;
+  double seconds = 0;
+  auto segment = [&](size_t b, size_t j, size_t m) -> std::optional<double> {
+    if (j == b) need = 0, seconds = 0;
+    need += blocks[j].saved + blocks[j].output;
+    if (need > m) return std::nullopt;
+    seconds += blocks[j].seconds;
+    return j + 1 == blocks.size() ? seconds : seconds - blocks[j].output_seconds;
+  };
+  const auto top = solve_top_level(blocks, memory, segment);
+  if (!top) return std::nullopt;
+  auto schedule = evaluate_chain(blocks, top->modes);
   MEMFIT_CHECK(schedule && schedule->peak <= memory);
   return schedule;
 }

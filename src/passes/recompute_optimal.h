@@ -81,10 +81,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <vector>
 
+#include "core/check.h"
 #include "cost/cost_model.h"
 #include "passes/recompute_strategy.h"
 
@@ -117,6 +120,79 @@ std::optional<ChainSchedule> evaluate_chain(const std::vector<ChainBlock>& block
 // The schedule of least predicted seconds whose peak is at most `memory`
 // (ties: the smaller peak), or nullopt when none is. Sizes in any unit.
 std::optional<ChainSchedule> solve_chain(const std::vector<ChainBlock>& blocks, size_t memory);
+
+// The top level of the chain DPs (solve_chain, and solve_levels of
+// recompute_rotor.h): opt(b, m) over the first unit's choices, a stored
+// block or a segment b..j. `segment(b, j, m)` gives the least seconds of
+// segment b..j within m units: infinity when it does not fit, nullopt when
+// neither it nor a longer one from b does; for each (b, m) it is called for
+// j = b, b + 1, ... in turn. The modes of the schedule of least seconds
+// (ties: the first found) and its segments, in order, with the units each
+// had; nullopt when none fits within `memory`.
+struct ChainSegment {
+  size_t first = 0, last = 0, memory = 0;
+};
+struct TopLevelSchedule {
+  std::vector<BlockMode> modes;
+  std::vector<ChainSegment> segments;
+};
+template <class SegmentSeconds>
+std::optional<TopLevelSchedule> solve_top_level(const std::vector<ChainBlock>& blocks,
+                                                size_t memory, SegmentSeconds&& segment) {
+  const size_t n = blocks.size();
+  if (n == 0) return std::nullopt;
+  const size_t width = memory + 1;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // opt[b * width + m]: least seconds for blocks b.. with m units left above
+  // the prefix; choice: -1 stored, else the last block j of the first segment.
+  std::vector<double> opt((n + 1) * width, kInf);
+  std::vector<int32_t> choice(n * width, -2);
+  for (size_t m = 0; m <= memory; ++m) opt[n * width + m] = 0;
+  for (size_t b = n; b-- > 0;) {
+    for (size_t m = 0; m <= memory; ++m) {
+      double best = kInf;
+      int32_t pick = -2;
+      const size_t stored = blocks[b].saved + blocks[b].output;
+      if (stored <= m && opt[(b + 1) * width + m - stored] < best) {
+        best = opt[(b + 1) * width + m - stored];
+        pick = -1;
+      }
+      for (size_t j = b; j < n; ++j) {
+        const std::optional<double> seconds = segment(b, j, m);
+        if (!seconds) break;
+        if (*seconds == kInf) continue;
+        // A segment that fits holds c_j: m >= its output.
+        const double total =
+            j + 1 == n ? *seconds : *seconds + opt[(j + 1) * width + m - blocks[j].output];
+        if (total < best) {
+          best = total;
+          pick = static_cast<int32_t>(j);
+        }
+      }
+      opt[b * width + m] = best;
+      choice[b * width + m] = pick;
+    }
+  }
+  if (opt[memory] == kInf) return std::nullopt;
+  TopLevelSchedule top{std::vector<BlockMode>(n, BlockMode::stored), {}};
+  size_t m = memory;
+  for (size_t b = 0; b < n;) {
+    const int32_t pick = choice[b * width + m];
+    MEMFIT_CHECK(pick != -2);
+    if (pick == -1) {
+      m -= blocks[b].saved + blocks[b].output;
+      ++b;
+      continue;
+    }
+    const auto j = static_cast<size_t>(pick);
+    for (size_t k = b; k < j; ++k) top.modes[k] = BlockMode::dropped;
+    top.modes[j] = j + 1 == n ? BlockMode::dropped : BlockMode::checkpointed;
+    top.segments.push_back({b, j, m});
+    if (j + 1 < n) m -= blocks[j].output;
+    b = j + 1;
+  }
+  return top;
+}
 
 // The chain of a step graph (stages 1-2), sizes in bytes, and which forward
 // values each block keeps when stored.

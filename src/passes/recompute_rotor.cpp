@@ -126,36 +126,11 @@ std::optional<LevelSchedule> solve_levels(const std::vector<ChainBlock>& blocks,
       }
     }
   }
-  // The top level, as solve_chain's, with r for a segment.
-  std::vector<double> opt((n + 1) * width, kInf);
-  std::vector<int32_t> choice(n * width, -2);  // -1 stored, else the segment's last block
-  for (size_t m = 0; m <= memory; ++m) opt[n * width + m] = 0;
-  for (size_t b = n; b-- > 0;) {
-    for (size_t m = 0; m <= memory; ++m) {
-      double best = kInf;
-      int32_t pick = -2;
-      const size_t stored = blocks[b].saved + blocks[b].output;
-      if (stored <= m && opt[(b + 1) * width + m - stored] < best) {
-        best = opt[(b + 1) * width + m - stored];
-        pick = -1;
-      }
-      for (size_t j = b; j < n; ++j) {
-        const double segment = r[at(b, j, m)];
-        if (segment == kInf) continue;
-        // A finite segment holds c_j (its rightmost leaf does): m >= output.
-        const double total =
-            j + 1 == n ? segment : segment + opt[(j + 1) * width + m - blocks[j].output];
-        if (total < best) {
-          best = total;
-          pick = static_cast<int32_t>(j);
-        }
-      }
-      opt[b * width + m] = best;
-      choice[b * width + m] = pick;
-    }
-  }
-  if (opt[memory] == kInf) return std::nullopt;
-  std::vector<BlockMode> modes(n, BlockMode::stored);
+  // The top level, with r for a segment.
+  const auto top = solve_top_level(
+      blocks, memory,
+      [&](size_t b, size_t j, size_t m) -> std::optional<double> { return r[at(b, j, m)]; });
+  if (!top) return std::nullopt;
   std::vector<int32_t> levels(n, 0);
   // Segments to unfold: (b, j, m, level).
   struct Pending {
@@ -163,22 +138,7 @@ std::optional<LevelSchedule> solve_levels(const std::vector<ChainBlock>& blocks,
     int32_t level;
   };
   std::vector<Pending> pending;
-  size_t m = memory;
-  for (size_t b = 0; b < n;) {
-    const int32_t pick = choice[b * width + m];
-    MEMFIT_CHECK(pick != -2);
-    if (pick == -1) {
-      m -= blocks[b].saved + blocks[b].output;
-      ++b;
-      continue;
-    }
-    const auto j = static_cast<size_t>(pick);
-    for (size_t k = b; k < j; ++k) modes[k] = BlockMode::dropped;
-    modes[j] = j + 1 == n ? BlockMode::dropped : BlockMode::checkpointed;
-    pending.push_back({b, j, m, 1});
-    if (j + 1 < n) m -= blocks[j].output;
-    b = j + 1;
-  }
+  for (const ChainSegment& s : top->segments) pending.push_back({s.first, s.last, s.memory, 1});
   while (!pending.empty()) {
     const Pending p = pending.back();
     pending.pop_back();
@@ -190,7 +150,7 @@ std::optional<LevelSchedule> solve_levels(const std::vector<ChainBlock>& blocks,
     pending.push_back({c + 1, p.j, p.m - blocks[c].output, p.level});
     pending.push_back({p.b, c, p.m, p.level + 1});
   }
-  auto schedule = evaluate_levels(blocks, modes, levels);
+  auto schedule = evaluate_levels(blocks, top->modes, levels);
   MEMFIT_CHECK(schedule && schedule->peak <= memory);
   return schedule;
 }
