@@ -14,6 +14,7 @@
 #include <string>
 
 #include "passes/recompute_optimal.h"
+#include "passes/recompute_policy.h"
 #include "train/training_program.h"
 
 using namespace memfit;

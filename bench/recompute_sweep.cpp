@@ -145,7 +145,7 @@ Flags parse_flags(int argc, char** argv) {
     }
   }
   for (const std::string& s : f.strategies) {
-    if (!parse_recompute(strategy_name(s))) usage(("unknown strategy " + s).c_str());
+    if (!parse_name<Recompute>(strategy_name(s))) usage(("unknown strategy " + s).c_str());
   }
   return f;
 }
@@ -154,7 +154,7 @@ struct Variant {
   Recompute recompute;
   bool mirror;
   std::string label() const {
-    return std::string(recompute_name(recompute)) + (mirror ? "+mirror" : "");
+    return std::string(name_of(recompute)) + (mirror ? "+mirror" : "");
   }
   // The strategies that a memory budget steers.
   bool budgeted() const {
@@ -471,10 +471,10 @@ int main(int argc, char** argv) {
   const Flags f = parse_flags(argc, argv);
   std::vector<Variant> variants;
   for (const std::string& s : f.strategies)
-    variants.push_back({parse_recompute(strategy_name(s)).value(), mirrored(s)});
+    variants.push_back({parse_name<Recompute>(strategy_name(s)).value(), mirrored(s)});
   if (f.mirror) {
     for (const std::string& s : f.strategies)
-      variants.push_back({parse_recompute(strategy_name(s)).value(), true});
+      variants.push_back({parse_name<Recompute>(strategy_name(s)).value(), true});
   }
   if (!f.chain.empty()) print_chain(f, variants);
   std::vector<Sweep> sweeps;

@@ -3,7 +3,7 @@
 // it bit for bit (poison mode on), it fits whenever a single family does and
 // is then predicted no slower, and under a slow link it mixes recomputation
 // and swapping to beat both.
-#include "train/auto_step.h"
+#include "passes/auto_policy.h"
 
 #include <gtest/gtest.h>
 
@@ -18,12 +18,12 @@ namespace memfit {
 namespace {
 
 TEST(Policy, NamesRoundTrip) {
-  for (const std::string& name : policy_names()) {
-    auto policy = parse_policy(name);
+  for (const std::string& name : names_of<Policy>()) {
+    auto policy = parse_name<Policy>(name);
     ASSERT_TRUE(policy.is_ok()) << name;
-    EXPECT_EQ(policy_name(*policy), name);
+    EXPECT_EQ(name_of(*policy), name);
   }
-  auto unknown = parse_policy("fast");
+  auto unknown = parse_name<Policy>("fast");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.message().find("none, share, recompute, swap or auto"), std::string::npos);
 }
@@ -71,7 +71,7 @@ TEST(Policy, RefusesTechniquesOutsideTheFamily) {
            Refused{Policy::automatic, std::nullopt, std::nullopt, true, "itself"},
        }) {
     auto resolved = resolve_policy(r.policy, r.recompute, r.swap, r.mirror);
-    ASSERT_FALSE(resolved.is_ok()) << policy_name(r.policy);
+    ASSERT_FALSE(resolved.is_ok()) << name_of(r.policy);
     EXPECT_NE(resolved.message().find(r.says), std::string::npos) << resolved.message();
   }
 }
@@ -155,8 +155,8 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
         ASSERT_TRUE(automatic.is_ok()) << what << ": " << automatic.message();
         EXPECT_LE(automatic->arena_bytes, budget) << what;
         EXPECT_LE(automatic->predicted_step_seconds, family->predicted_step_seconds * (1 + 1e-9))
-            << what << " against " << recompute_name(f.recompute) << (f.mirror ? "+mirror " : " ")
-            << swap_name(f.swap);
+            << what << " against " << name_of(f.recompute) << (f.mirror ? "+mirror " : " ")
+            << name_of(f.swap);
       }
     }
   }

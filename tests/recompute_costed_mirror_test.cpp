@@ -20,6 +20,7 @@
 #include "passes/recompute.h"
 #include "passes/recompute_milp.h"
 #include "passes/recompute_optimal.h"
+#include "passes/recompute_policy.h"
 #include "test_util.h"
 #include "train/training_program.h"
 
@@ -123,8 +124,8 @@ TEST_P(OptimalMirror, FitsAndNeverRecomputesMoreThanSqrtOrBudgetAtTheirArenas) {
       const Outcome them = outcome(*theirs);
       auto ours = apply_recompute_costed(step, strategy, them.arena, arena_of,
                                          RecomputeCost{cost, kMilpSeconds}, true);
-      const std::string what = model.name + " " + std::string(recompute_name(strategy)) +
-                               "+mirror at the arena of " + std::string(recompute_name(other)) +
+      const std::string what = model.name + " " + std::string(name_of(strategy)) +
+                               "+mirror at the arena of " + std::string(name_of(other)) +
                                "+mirror";
       // milp refuses graphs with too many droppable nodes (mirrored ones
       // are not among them).
@@ -147,7 +148,7 @@ TEST_P(OptimalMirror, FitsAndNeverRecomputesMoreThanSqrtOrBudgetAtTheirArenas) {
       }
     }
     if (!refused) {
-      EXPECT_GE(compared, 1) << model.name << " " << recompute_name(strategy);
+      EXPECT_GE(compared, 1) << model.name << " " << name_of(strategy);
     }
   }
 }
@@ -188,7 +189,7 @@ struct StepCase {
 };
 
 void PrintTo(const StepCase& c, std::ostream* os) {
-  *os << c.model.name << " accumulate " << c.accumulate << " " << recompute_name(c.recompute);
+  *os << c.model.name << " accumulate " << c.accumulate << " " << name_of(c.recompute);
 }
 
 class OptimalMirrorSteps : public ::testing::TestWithParam<StepCase> {};
@@ -199,7 +200,7 @@ TEST_P(OptimalMirrorSteps, AreBitIdenticalUnderTheSmallestArena) {
   const StepCase& c = GetParam();
   if (c.recompute == Recompute::milp && !milp_available()) GTEST_SKIP() << "built without CBC";
   const std::string what =
-      c.model.name + " " + std::string(recompute_name(c.recompute)) + "+mirror";
+      c.model.name + " " + std::string(name_of(c.recompute)) + "+mirror";
   const StepRun plain = run_steps(c.model, c.accumulate, Recompute::none, false, 0);
   PlanRequest request;
   request.model = c.model;
@@ -235,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(
         // the accumulating step graph.
         StepCase{kGpt, 2, Recompute::optimal}, StepCase{kGpt, 2, Recompute::milp}),
     [](const ::testing::TestParamInfo<StepCase>& info) {
-      return test_name(info.param.model) + "_" + std::string(recompute_name(info.param.recompute));
+      return test_name(info.param.model) + "_" + std::string(name_of(info.param.recompute));
     });
 
 // A long skip (as U-Net's) over `n` expensive ops (softmax), each followed

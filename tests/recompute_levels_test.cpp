@@ -228,7 +228,7 @@ TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   for (const std::string name : {"none", "sqrt", "budget", "recursive", "optimal"}) {
     for (bool mirror : {false, true}) {
       if (mirror && name == "optimal") continue;
-      request.recompute = parse_recompute(name).value();
+      request.recompute = parse_name<Recompute>(name).value();
       request.mirror = mirror;
       auto report = plan_training_step(request);
       ASSERT_TRUE(report.is_ok()) << report.message();

@@ -7,6 +7,7 @@
 // drops what chain strategies cannot on a graph with a long skip. Costs are
 // roofline or synthetic: no test depends on timing.
 #include "passes/recompute_optimal.h"
+#include "passes/recompute_policy.h"
 
 #include <gtest/gtest.h>
 
@@ -144,7 +145,7 @@ TEST_P(OptimalOnTheZoo, NeverWorseThanSqrtOrBudgetAtTheirArenas) {
     auto ours = apply_optimal(step, them.arena, arena_of, cost);
     ASSERT_TRUE(ours.is_ok()) << ours.message();
     const Outcome us = outcome(step, *ours, arena_of, cost);
-    const std::string what = model.name + " at the arena of " + std::string(recompute_name(other));
+    const std::string what = model.name + " at the arena of " + std::string(name_of(other));
     EXPECT_LE(us.arena, them.arena) << what;
     EXPECT_LE(us.seconds, them.seconds + 1e-12) << what;
   }
@@ -210,7 +211,7 @@ struct StepCase {
 };
 
 void PrintTo(const StepCase& c, std::ostream* os) {
-  *os << c.model.name << " accumulate " << c.accumulate << " " << recompute_name(c.recompute);
+  *os << c.model.name << " accumulate " << c.accumulate << " " << name_of(c.recompute);
 }
 
 class StepsAreBitIdentical : public ::testing::TestWithParam<StepCase> {};
@@ -218,7 +219,7 @@ class StepsAreBitIdentical : public ::testing::TestWithParam<StepCase> {};
 TEST_P(StepsAreBitIdentical, UnderTheSmallestArena) {
   const StepCase& c = GetParam();
   if (c.recompute == Recompute::milp && !milp_available()) GTEST_SKIP() << "built without CBC";
-  const std::string what = c.model.name + " " + std::string(recompute_name(c.recompute));
+  const std::string what = c.model.name + " " + std::string(name_of(c.recompute));
   const StepRun plain = one_step(c.model, c.accumulate, Recompute::none);
   // Under the smallest arena the strategy reaches, so that it recomputes.
   PlanRequest request;
@@ -248,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StepsAreBitIdentical,
                                            StepCase{kResNet, 2, Recompute::optimal},
                                            StepCase{kResNet, 1, Recompute::milp}),
                          [](const ::testing::TestParamInfo<StepCase>& info) {
-                           return std::string(recompute_name(info.param.recompute)) +
+                           return std::string(name_of(info.param.recompute)) +
                                   "_accumulate_" + std::to_string(info.param.accumulate);
                          });
 

@@ -90,7 +90,7 @@ TEST_P(StrategiesGiveTheSameStep, BitForBit) {
   EXPECT_EQ(plain.summary.recomputed_nodes, 0u);
   size_t sqrt_arena = 0;
   for (Recompute r : {Recompute::sqrt, Recompute::budget}) {
-    const std::string what = c.model.name + " --recompute " + std::string(recompute_name(r));
+    const std::string what = c.model.name + " --recompute " + std::string(name_of(r));
     const StepRun run = one_step(c.model, c.accumulate, r);
     expect_identical(plain, run, what);
     // The plan `memfit plan` reports is the arena training allocates.
@@ -406,12 +406,12 @@ TEST(Recompute, RefusesCheckpointsThatAreNotForwardValues) {
 }
 
 TEST(Recompute, StrategyNames) {
-  for (const std::string& name : recompute_names()) {
-    auto parsed = parse_recompute(name);
+  for (const std::string& name : names_of<Recompute>()) {
+    auto parsed = parse_name<Recompute>(name);
     ASSERT_TRUE(parsed.is_ok());
-    EXPECT_EQ(recompute_name(*parsed), name);
+    EXPECT_EQ(name_of(*parsed), name);
   }
-  auto bad = parse_recompute("log");
+  auto bad = parse_name<Recompute>("log");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.message().find("none, sqrt, budget, recursive, optimal or milp"),
             std::string::npos);

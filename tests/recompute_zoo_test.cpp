@@ -95,7 +95,7 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
                           Variant{Recompute::recursive, true}, Variant{Recompute::optimal, true},
                           Variant{Recompute::milp, true}}) {
     const std::string what = model.name + " --recompute " +
-                             std::string(recompute_name(v.recompute)) +
+                             std::string(name_of(v.recompute)) +
                              (v.mirror ? " --mirror" : "");
     if (v.recompute == Recompute::milp && !milp_available()) continue;
     // optimal and milp aim at sqrt's arena, which a tiny model's plain step

@@ -18,7 +18,7 @@
 #include "passes/step_time.h"
 #include "test_util.h"
 #include "train/data_source.h"
-#include "train/swap_step.h"
+#include "passes/swap_policy.h"
 #include "train/training_program.h"
 
 namespace memfit {
@@ -70,7 +70,7 @@ TEST_P(SwapGivesTheSameStep, BitForBit) {
   };
   for (const Variant v :
        {Variant{Swap::budget, 0}, Variant{Swap::budget, 2}, Variant{Swap::refcount, 2}}) {
-    const std::string what = c.model.name + " --swap " + std::string(swap_name(v.swap)) +
+    const std::string what = c.model.name + " --swap " + std::string(name_of(v.swap)) +
                              " --link-gbps " + std::to_string(v.link_gbps);
     const StepRun run = one_step(c.model, c.accumulate, v.swap, v.link_gbps);
     expect_identical(plain, run, what);

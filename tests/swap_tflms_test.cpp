@@ -16,7 +16,7 @@
 #include "memfit/plan.h"
 #include "memory/planner.h"
 #include "test_util.h"
-#include "train/swap_step.h"
+#include "passes/swap_policy.h"
 #include "train/training_program.h"
 
 namespace memfit {

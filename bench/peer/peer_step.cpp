@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads of the cpu backend")->check(CLI::PositiveNumber);
   app.add_flag("--no-sharing", no_sharing, "a slice of memory per value (no planning)");
   app.add_option("--recompute", recompute_text, "none, sqrt or budget")
-      ->check(CLI::IsMember(recompute_names()));
+      ->check(CLI::IsMember(names_of<Recompute>()));
   app.add_option("--warmup", warmup, "steps run before the first request")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--lr", lr, "SGD learning rate (momentum 0.9)");
@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
   auto step = build_step_graph(options, 1, sgd, UpdateMode::apply, &model);
   if (!step) return fail(step.message());
   const ExecOptions exec{!no_sharing, false, 0};
-  auto recomputed = recompute_step_graph(std::move(*step), parse_recompute(recompute_text).value(),
+  auto recomputed = recompute_step_graph(std::move(*step), parse_name<Recompute>(recompute_text).value(),
                                          *backend, exec);
   if (!recomputed) return fail(recomputed.message());
   StateStore state;

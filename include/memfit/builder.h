@@ -158,5 +158,8 @@ std::vector<ModelInfo> model_infos();
 Result<ModelInfo> model_info(std::string_view name);
 std::vector<std::string> model_names();
 Result<Model> build_model(const ModelOptions& options, bool training);
+// The trainable parameters (elements) of the model `options` name, from its
+// forward graph (built, never run).
+Result<int64_t> parameter_count(const ModelOptions& options);
 
 }  // namespace memfit

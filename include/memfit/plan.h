@@ -11,36 +11,16 @@
 #include <string_view>
 #include <vector>
 
-#include "memfit/builder.h"
+#include "memfit/bytes.h"
 #include "memfit/status.h"
-#include "memfit/train.h"
+#include "memfit/step.h"
 
 namespace memfit {
 
+// A step to plan: the same StepSpec `memfit train` runs.
 struct PlanRequest {
-  ModelOptions model;      // its batch: examples per micro-batch
-  int64_t accumulate = 1;  // micro-batches per optimizer step
-  OptimizerConfig optimizer;
-  std::string backend = "cpu";  // cpu or reference: whose layouts and workspaces are planned
-  int threads = 0;  // threads of the cpu backend, whose oneDNN workspaces depend on them
-                    // (plan with the count `memfit train --threads` uses); 0: one per core
-  size_t budget = 0;            // the largest arena allowed; 0: no limit
-  bool share = true;            // false: every value and workspace in a slice of its own
-  Recompute recompute = Recompute::none;
-  CostModel cost = CostModel::roofline;  // the predicted times, and what optimal and milp minimize
-  double milp_seconds = 30;              // milp: CBC's time limit, in all
-  Swap swap = Swap::none;
-  TflmsOptions tflms = {};  // --swap tflms: its knobs
-  double link_gbps = 0;  // the link the swap policies and the predicted time assume; 0: 10 GB/s
-  bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
-  bool auto_policy = false;  // --policy auto: keep, recompute or swap per activation, to fit
-                             // `budget` at the least predicted step time (recompute and swap
-                             // must then be none)
+  StepSpec step;
 };
-
-// The --policy a request amounts to: auto, none (no sharing), share,
-// recompute, swap, or recompute+swap (both given explicitly).
-std::string_view request_policy(const PlanRequest& request);
 
 // The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
 // is `update` if it is an optimizer update, writes a parameter or optimizer
@@ -72,6 +52,13 @@ struct TimelinePoint {
 };
 
 struct PlanReport {
+  // What the plan depends on besides the graph: a plan is valid for the
+  // machine it was made on (oneDNN picks kernels and workspaces by ISA and
+  // thread count).
+  std::string backend;  // cpu or reference
+  std::string isa;      // the instruction set oneDNN's kernels use ("none" for reference)
+  int threads = 0;      // the threads the kernels were made for
+  Techniques techniques;  // what the request's technique settings resolve to
   size_t arena_bytes = 0;        // the planned arena: what the step needs
   size_t host_bytes = 0;         // the planned host pool: swapped-out copies
   size_t lower_bound_bytes = 0;  // the most bytes live at one step: no placement does better
@@ -126,14 +113,6 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request);
 std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& report);
 std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& report);
 
-// A byte count: a whole or decimal number, optionally followed by a unit: B,
-// KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 1.5GiB.
-// Fractions of a byte are dropped. Errors: empty, negative, not a number, an
-// unknown unit, or more than fits in size_t.
-Result<size_t> parse_bytes(std::string_view text);
-
-// "3.21 MiB": bytes in the largest binary unit that keeps the number >= 1.
-std::string human_bytes(size_t bytes);
 
 // The report as `memfit plan` prints it: a table in human units and exact bytes.
 std::string plan_report_text(const PlanRequest& request, const PlanReport& report);

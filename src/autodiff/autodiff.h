@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "memfit/ir.h"
-#include "memfit/train.h"
+#include "memfit/optimizer.h"
 
 namespace memfit {
 
@@ -29,7 +29,8 @@ enum class UpdateMode {
 // Appends the optimizer's nodes for each (parameter, gradient) pair, adds the
 // optimizer state as graph inputs (role optimizer_state, named after the
 // parameter: `.momentum`, `.adam_m`, `.adam_v`, `.grad_acc`), and registers the
-// new values as updates. Optimizer state starts at zero.
+// new values as updates. Optimizer state starts at zero. A learning rate of 0
+// is the optimizer's default (default_learning_rate).
 Status append_optimizer(Graph& graph, const std::vector<ValueId>& params,
                         const std::vector<ValueId>& grads, const OptimizerConfig& config,
                         UpdateMode mode);

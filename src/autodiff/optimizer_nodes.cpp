@@ -3,6 +3,8 @@
 // outputs to the next step.
 #include "autodiff/autodiff.h"
 
+#include <cmath>
+
 #include "core/check.h"
 
 namespace memfit {
@@ -50,11 +52,19 @@ Status append_update(Graph& graph, ValueId param, ValueId grad, const OptimizerC
 
 }  // namespace
 
+float default_learning_rate(OptimizerConfig::Kind kind) {
+  return kind == OptimizerConfig::Kind::adamw ? 1e-3f : 0.05f;
+}
+
 Status append_optimizer(Graph& graph, const std::vector<ValueId>& params,
                         const std::vector<ValueId>& grads, const OptimizerConfig& config,
                         UpdateMode mode) {
   MEMFIT_CHECK(params.size() == grads.size());
-  if (!(config.lr > 0.0f)) return Status::error("the learning rate must be positive");
+  if (config.lr < 0.0f || std::isnan(config.lr)) {
+    return Status::error("the learning rate must be positive (0: the optimizer's default)");
+  }
+  OptimizerConfig resolved = config;
+  if (resolved.lr == 0.0f) resolved.lr = default_learning_rate(config.kind);
   for (size_t i = 0; i < params.size(); ++i) {
     ValueId grad = grads[i];
     if (mode != UpdateMode::apply) {
@@ -74,7 +84,7 @@ Status append_optimizer(Graph& graph, const std::vector<ValueId>& params,
                                               name + ".reset", Role::optimizer_state));
       graph.add_update(acc, zeros[0]);
     }
-    MEMFIT_RETURN_IF_ERROR(append_update(graph, params[i], grad, config));
+    MEMFIT_RETURN_IF_ERROR(append_update(graph, params[i], grad, resolved));
   }
   return Status::ok();
 }

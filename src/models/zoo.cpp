@@ -151,4 +151,11 @@ Result<Model> build_model(const ModelOptions& options, bool training) {
   return Status::error("unknown model '" + options.name + "' (known: " + known + ")");
 }
 
+Result<int64_t> parameter_count(const ModelOptions& options) {
+  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(options, false));
+  int64_t parameters = 0;
+  for (ValueId p : model.params) parameters += num_elements(model.graph.value(p).type.shape);
+  return parameters;
+}
+
 }  // namespace memfit

@@ -8,7 +8,6 @@
 #include "core/check.h"
 #include "passes/phase.h"
 #include "passes/recompute.h"
-#include "passes/recompute_milp.h"
 #include "passes/recompute_rotor.h"
 
 namespace memfit {
@@ -335,21 +334,6 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
                           apply_recompute(graph, Recompute::budget, target, arena_of, mirror));
   MEMFIT_ASSIGN_OR_RETURN(const size_t greedy_arena, arena_of(greedy.graph));
   return greedy_arena < best_arena ? greedy : best;
-}
-
-Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
-                                               size_t memory_budget, const ArenaOf& arena_of,
-                                               const RecomputeCost& cost, bool mirror) {
-  const NodeSeconds seconds = cost.seconds ? cost.seconds : roofline_cost();
-  switch (strategy) {
-    case Recompute::optimal:
-      return apply_optimal(std::move(graph), memory_budget, arena_of, seconds, mirror);
-    case Recompute::milp:
-      return apply_milp(std::move(graph), memory_budget, arena_of, seconds, cost.milp_seconds,
-                        mirror);
-    default:
-      return apply_recompute(std::move(graph), strategy, memory_budget, arena_of, mirror);
-  }
 }
 
 }  // namespace memfit

@@ -1,8 +1,6 @@
 // The `optimal` recomputation strategy: dynamic programming over the forward
 // graph seen as a chain of blocks (in the spirit of rotor, Beaumont et al.
-// 2019), minimizing the predicted recomputation time under a byte budget; and
-// the entry point that gives the cost-driven strategies (optimal, milp) their
-// cost model.
+// 2019), minimizing the predicted recomputation time under a byte budget.
 //
 // Input invariants: a verified step graph (the recompute pass's input,
 // src/passes/recompute.h); a cost function that is >= 0 for every node.
@@ -206,18 +204,6 @@ GraphChain graph_chain(const Graph& graph, const NodeSeconds& seconds, bool mirr
 
 // The checkpoints (RecomputeOptions::keep) that realize `modes` on `chain`.
 std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<BlockMode>& modes);
-
-// Cost-driven strategies need a cost model; the others ignore it.
-struct RecomputeCost {
-  NodeSeconds seconds;       // empty: roofline_cost()
-  double milp_seconds = 30;  // milp: CBC's time limit, in all
-};
-
-// apply_recompute for every strategy, with `cost` for optimal and milp;
-// `mirror` combines with every strategy.
-Result<RecomputedGraph> apply_recompute_costed(Graph graph, Recompute strategy,
-                                               size_t memory_budget, const ArenaOf& arena_of,
-                                               const RecomputeCost& cost, bool mirror = false);
 
 // Stage 6.
 Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const ArenaOf& arena_of,

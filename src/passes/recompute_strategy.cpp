@@ -9,44 +9,9 @@
 
 #include "passes/phase.h"
 #include "passes/recompute.h"
-#include "passes/recompute_optimal.h"
+#include "passes/recompute_policy.h"
 
 namespace memfit {
-
-std::string_view recompute_name(Recompute recompute) {
-  switch (recompute) {
-    case Recompute::none:
-      return "none";
-    case Recompute::sqrt:
-      return "sqrt";
-    case Recompute::budget:
-      return "budget";
-    case Recompute::optimal:
-      return "optimal";
-    case Recompute::milp:
-      return "milp";
-    case Recompute::recursive:
-      return "recursive";
-  }
-  return "?";
-}
-
-std::string_view cost_model_name(CostModel model) {
-  return model == CostModel::measured ? "measured" : "roofline";
-}
-
-std::vector<std::string> recompute_names() {
-  return {"none", "sqrt", "budget", "recursive", "optimal", "milp"};
-}
-
-Result<Recompute> parse_recompute(std::string_view text) {
-  for (Recompute r : {Recompute::none, Recompute::sqrt, Recompute::budget, Recompute::recursive,
-                      Recompute::optimal, Recompute::milp}) {
-    if (recompute_name(r) == text) return r;
-  }
-  return Status::error("unknown recompute strategy '" + std::string(text) +
-                       "'; use none, sqrt, budget, recursive, optimal or milp");
-}
 
 namespace {
 
@@ -284,7 +249,7 @@ Result<RecomputedGraph> search_budget(Graph graph, const std::vector<Cut>& candi
 Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t memory_budget,
                                         const ArenaOf& arena_of, bool mirror) {
   if (strategy == Recompute::none && !mirror) return RecomputedGraph{std::move(graph), {}};
-  // The cost-driven strategies, with the roofline cost model (src/passes/recompute_optimal.h).
+  // The cost-driven strategies, with the roofline cost model (src/passes/recompute_policy.h).
   if (strategy == Recompute::optimal || strategy == Recompute::milp)
     return apply_recompute_costed(std::move(graph), strategy, memory_budget, arena_of, {},
                                   mirror);

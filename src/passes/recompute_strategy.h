@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "memfit/ir.h"
-#include "memfit/train.h"
+#include "memfit/techniques.h"
 
 namespace memfit {
 

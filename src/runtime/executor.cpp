@@ -81,8 +81,15 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
 Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backend& backend,
                                                         const ExecOptions& options) {
   MEMFIT_ASSIGN_OR_RETURN(auto exe, prepare(std::move(graph), backend, options));
-  const MemoryPlan& plan = exe->plan_;
-  const Graph& scheduled = exe->graph_;
+  exe->allocate(options.poison);
+  return exe;
+}
+
+void Executable::allocate(bool poison) {
+  MEMFIT_CHECK(arena_ == nullptr);
+  options_.poison = poison;
+  const MemoryPlan& plan = plan_;
+  const Graph& scheduled = graph_;
 
   // A slice dies after its value's last reader, unless a value written in
   // place over it lives on in the same bytes; values live to the end never die.
@@ -90,21 +97,21 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
   for (ValueId over : plan.inplace_of) {
     if (over.valid()) continued[over.idx()] = true;
   }
-  exe->dead_after_.resize(scheduled.num_nodes());
+  dead_after_.resize(scheduled.num_nodes());
   const auto end = static_cast<int32_t>(scheduled.num_nodes());
   for (size_t v = 0; v < scheduled.num_values(); ++v) {
     const int32_t last = plan.value_live[v].last;
     if (continued[v] || last < 0 || last >= end) continue;
-    exe->dead_after_[static_cast<size_t>(last)].push_back(plan.value_slices[v]);
+    dead_after_[static_cast<size_t>(last)].push_back(plan.value_slices[v]);
   }
   for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
-    if (plan.workspace_slices[n].bytes > 0) exe->dead_after_[n].push_back(plan.workspace_slices[n]);
+    if (plan.workspace_slices[n].bytes > 0) dead_after_[n].push_back(plan.workspace_slices[n]);
   }
 
   // Events: a compute node waits for the copies whose outputs it reads;
   // swap_wait waits for the to_host that made its input 1. Copy nodes reading
   // copy outputs need no event: the copy stream runs in issue order.
-  exe->waits_for_.resize(scheduled.num_nodes());
+  waits_for_.resize(scheduled.num_nodes());
   for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
     const Node& node = scheduled.nodes()[n];
     std::vector<ValueId> awaited;
@@ -116,22 +123,21 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
     for (ValueId v : awaited) {
       const NodeId producer = scheduled.value(v).producer;
       if (producer.valid() && op_info(scheduled.node(producer).op).copy) {
-        exe->waits_for_[n].push_back(producer.index);
+        waits_for_[n].push_back(producer.index);
       }
     }
   }
 
-  exe->arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.arena_bytes, 1), kArenaAlign)));
-  exe->host_.reset(static_cast<std::byte*>(
+  arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.arena_bytes, 1), kArenaAlign)));
+  host_.reset(static_cast<std::byte*>(
       ::operator new[](std::max<size_t>(plan.host_bytes, 1), kArenaAlign)));
   if (has_copy_nodes(scheduled)) {
-    exe->copies_ = std::make_unique<CopyEngine>(options.link_gbps * 1e9);
+    copies_ = std::make_unique<CopyEngine>(options_.link_gbps * 1e9);
   }
-  if (options.poison) {
-    exe->poison(Slice{0, plan.arena_bytes, Pool::device});
-    exe->poison(Slice{0, plan.host_bytes, Pool::host});
+  if (poison) {
+    this->poison(Slice{0, plan.arena_bytes, Pool::device});
+    this->poison(Slice{0, plan.host_bytes, Pool::host});
   }
-  return exe;
 }
 
 void Executable::try_memory_aware_order(const PlanOptions& plan_options) {

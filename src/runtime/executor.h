@@ -73,9 +73,13 @@ class Executable {
   static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
   // Everything compile() does but allocating the arena: kernels, schedule and
-  // plan, for reporting a plan without the memory it needs. run() needs compile().
+  // plan, for reporting a plan without the memory it needs. run() needs
+  // compile(), or prepare() and then allocate().
   static Result<std::unique_ptr<Executable>> prepare(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
+  // The rest of compile() for a prepared executable: the arena, the host pool,
+  // the copy engine and, with `poison`, poison mode. Once only.
+  void allocate(bool poison = false);
 
   // Runs one step. Persistent inputs come from `state` (an error names any
   // missing or mis-sized one); at the end, every update's new value replaces

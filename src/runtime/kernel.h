@@ -51,6 +51,10 @@ class Backend {
   // The layout of a value; the planner plans these bytes. Default: plain.
   virtual TensorLayout layout(const Graph& graph, ValueId value) const;
   virtual Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId node) const = 0;
+  // What the kernels' choices (and so their workspaces and layouts) depend
+  // on besides the graph: the instruction set and the thread count.
+  virtual std::string isa() const { return "none"; }
+  virtual int threads() const { return 1; }
 };
 
 // Plain loops for every op: the oracle.

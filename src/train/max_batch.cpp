@@ -1,28 +1,43 @@
 // `memfit maxbatch`: the largest batch whose planned step fits a budget.
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "memfit/plan.h"
+#include "train/plan_report.h"
 
 namespace memfit {
 namespace {
 
-// The plan of `request` at `batch` under its budget: a report when it fits,
-// nothing when only the budget refused it, an error for any other failure.
-Result<std::optional<PlanReport>> probe(const PlanRequest& request, int64_t batch) {
-  PlanRequest at = request;
-  at.model.batch = batch;
-  Result<PlanReport> fitted = plan_training_step(at);
-  if (fitted) return std::optional<PlanReport>(std::move(fitted).value());
-  // The budget strategies need the budget to choose; without it, a plan that
-  // still succeeds shows that only the budget failed.
-  at.budget = 0;
-  Result<PlanReport> unlimited = plan_training_step(at);
-  if (!unlimited) return unlimited.status();
-  return std::optional<PlanReport>();
-}
+// The probes of one search: each batch is compiled once, under the budget,
+// and its report kept; whether it fits is read off its arena.
+class BatchProbes {
+ public:
+  explicit BatchProbes(const StepSpec& spec) : spec_(spec) {}
+
+  // The report of `batch`, or an error for a failure other than the budget.
+  Result<const PlanReport*> at(int64_t batch) {
+    auto found = reports_.find(batch);
+    if (found == reports_.end()) {
+      StepSpec at = spec_;
+      at.model.batch = batch;
+      MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step(at));
+      found = reports_.emplace(batch, plan_report(step)).first;
+    }
+    return &found->second;
+  }
+  Result<bool> fits(int64_t batch) {
+    MEMFIT_ASSIGN_OR_RETURN(const PlanReport* report, at(batch));
+    return report->arena_bytes <= spec_.budget;
+  }
+  int plans() const { return static_cast<int>(reports_.size()); }
+
+ private:
+  const StepSpec& spec_;
+  std::map<int64_t, PlanReport> reports_;
+};
 
 std::string seconds_text(double seconds) {
   char buffer[64];
@@ -33,101 +48,92 @@ std::string seconds_text(double seconds) {
 }  // namespace
 
 Result<MaxBatchReport> find_max_batch(const PlanRequest& request) {
-  if (request.budget == 0) return Status::error("maxbatch needs a budget: give --budget");
-  MaxBatchReport report;
-  MEMFIT_ASSIGN_OR_RETURN(std::optional<PlanReport> one, probe(request, 1));
-  ++report.plans;
-  if (!one) {
-    PlanRequest at = request;
-    at.model.batch = 1;
-    at.budget = 0;
-    MEMFIT_ASSIGN_OR_RETURN(PlanReport smallest, plan_training_step(at));
-    return Status::error("even batch 1 does not fit the budget of " + human_bytes(request.budget) +
-                         ": its arena is " + std::to_string(smallest.arena_bytes) +
+  if (request.step.budget == 0) return Status::error("maxbatch needs a budget: give --budget");
+  MEMFIT_RETURN_IF_ERROR(check_step_spec(request.step));
+  BatchProbes probes(request.step);
+  MEMFIT_ASSIGN_OR_RETURN(const bool one_fits, probes.fits(1));
+  if (!one_fits) {
+    return Status::error("even batch 1 does not fit the budget of " +
+                         human_bytes(request.step.budget) + ": its arena is " +
+                         std::to_string(probes.at(1).value()->arena_bytes) +
                          " bytes; give a budget of at least that, or allow more techniques");
   }
   int64_t good = 1;
-  PlanReport good_plan = std::move(*one);
   constexpr int64_t kMaxBatch = int64_t{1} << 24;
   int64_t bad = 0;  // 0: none found yet
   for (int64_t b = 2; b <= kMaxBatch; b *= 2) {
-    MEMFIT_ASSIGN_OR_RETURN(std::optional<PlanReport> plan, probe(request, b));
-    ++report.plans;
-    if (!plan) {
+    MEMFIT_ASSIGN_OR_RETURN(const bool fits, probes.fits(b));
+    if (!fits) {
       bad = b;
       break;
     }
     good = b;
-    good_plan = std::move(*plan);
   }
   while (bad > 0 && bad - good > 1) {
     const int64_t mid = good + (bad - good) / 2;
-    MEMFIT_ASSIGN_OR_RETURN(std::optional<PlanReport> plan, probe(request, mid));
-    ++report.plans;
-    if (plan) {
-      good = mid;
-      good_plan = std::move(*plan);
-    } else {
-      bad = mid;
-    }
+    MEMFIT_ASSIGN_OR_RETURN(const bool fits, probes.fits(mid));
+    (fits ? good : bad) = mid;
   }
+  MaxBatchReport report;
   report.max_batch = good;
-  report.plan = std::move(good_plan);
+  report.plan = *probes.at(good).value();
+  report.plans = probes.plans();
   return report;
 }
 
 std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& report) {
   const PlanReport& p = report.plan;
-  std::string out = "memfit maxbatch: " + request.model.name + ", budget " +
-                    human_bytes(request.budget) + ", sharing " + (request.share ? "on" : "off") +
-                    ", recompute " + std::string(recompute_name(request.recompute)) + ", swap " +
-                    std::string(swap_name(request.swap)) +
-                    ", policy " + std::string(request_policy(request)) + "\n";
+  const Techniques& t = p.techniques;
+  std::string out = "memfit maxbatch: " + request.step.model.name + ", budget " +
+                    human_bytes(request.step.budget) + ", sharing " + (t.share ? "on" : "off") +
+                    ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
+                    std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) + "\n";
   out += "  max batch            " + std::to_string(report.max_batch) + "\n";
   out += "  arena                " + human_bytes(p.arena_bytes) + " (" +
          std::to_string(p.arena_bytes) + " bytes)\n";
   out += "  host pool            " + human_bytes(p.host_bytes) + " (" +
          std::to_string(p.host_bytes) + " bytes)\n";
   out += "  swapped              " + std::to_string(p.swapped_values) + " values\n";
-  if (request.swap == Swap::tflms) {
-    out += "  tflms                " + tflms_options_text(request.tflms) + "\n";
+  if (t.swap == Swap::tflms) {
+    out += "  tflms                " + tflms_options_text(request.step.tflms) + "\n";
     out += "  swap-ins             " + std::to_string(p.swap_ins) + " (" +
            std::to_string(p.branch_swaps) + " branch swaps, " +
            std::to_string(p.trigger_fallbacks) + " chain_rule fallbacks)\n";
   }
   out += "  recomputed nodes     " + std::to_string(p.recomputed_nodes) + "\n";
-  if (request.auto_policy) {
+  if (t.automatic) {
     out += "  auto's plan          " + p.auto_choice + " (" + std::to_string(p.recomputed_values) +
            " values recomputed, " + std::to_string(p.swapped_values) + " swapped)\n";
   }
   out += "  step time            " + seconds_text(p.predicted_step_seconds) +
-         " s (predicted by the roofline cost model, not measured)\n";
+         " s (predicted by the " + std::string(name_of(t.cost)) + " cost model, not measured)\n";
   out += "  batches planned      " + std::to_string(report.plans) + "\n";
   return out;
 }
 
 std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& report) {
   const PlanReport& p = report.plan;
+  const Techniques& t = p.techniques;
   // One key per line, as plan_report_json writes them.
   std::string out = "{\n";
   auto field = [&](const char* key, const std::string& value, bool last = false) {
     out += std::string("  \"") + key + "\": " + value + (last ? "\n" : ",\n");
   };
   auto quoted = [](std::string_view text) { return "\"" + std::string(text) + "\""; };
-  field("model", quoted(request.model.name));
-  field("budget_bytes", std::to_string(request.budget));
-  field("sharing", request.share ? "true" : "false");
-  field("recompute", quoted(recompute_name(request.recompute)));
-  field("swap", quoted(swap_name(request.swap)));
-  field("policy", quoted(request_policy(request)));
+  field("model", quoted(request.step.model.name));
+  field("budget_bytes", std::to_string(request.step.budget));
+  field("sharing", t.share ? "true" : "false");
+  field("recompute", quoted(name_of(t.recompute)));
+  field("swap", quoted(name_of(t.swap)));
+  field("policy", quoted(policy_of(t)));
   field("auto_choice", quoted(p.auto_choice));
   field("recomputed_values", std::to_string(p.recomputed_values));
   field("max_batch", std::to_string(report.max_batch));
   field("arena_bytes", std::to_string(p.arena_bytes));
   field("host_bytes", std::to_string(p.host_bytes));
   field("swapped_values", std::to_string(p.swapped_values));
-  if (request.swap == Swap::tflms) {
-    field("tflms", quoted(tflms_options_text(request.tflms)));
+  if (t.swap == Swap::tflms) {
+    field("tflms", quoted(tflms_options_text(request.step.tflms)));
     field("swap_ins", std::to_string(p.swap_ins));
     field("branch_swaps", std::to_string(p.branch_swaps));
   }

@@ -5,14 +5,12 @@
 #include <cctype>
 #include <limits>
 
-#include "memfit/plan.h"
+#include "train/plan_report.h"
+
 #include "memory/planner.h"
 #include "passes/phase.h"
-#include "ops/op_table.h"
 #include "passes/step_time.h"
-#include "train/auto_step.h"
-#include "train/swap_step.h"
-#include "train/training_program.h"
+#include "step/step_budget.h"
 
 namespace memfit {
 namespace {
@@ -80,121 +78,23 @@ std::string_view phase_name(Phase phase) {
   return "?";
 }
 
-namespace {
-
-// The step graph of `request`, after its recompute strategy, with the
-// executor's own sizes, schedule and plan (no arena allocated, no budget
-// check: the caller compares).
-struct PlannedStep {
-  RecomputeSummary summary;
-  SwapSummary swap;
-  AutoSummary auto_summary;       // --policy auto
-  NodeSeconds seconds;            // the request's cost model
-  double forward_seconds = 0;     // of the step before recomputation
-  std::unique_ptr<Executable> prepared;
-};
-
-Result<PlannedStep> plan_step(const PlanRequest& request, const Backend& backend) {
-  // The micro-batch that applies the update, as TrainingProgram::create builds it.
-  const UpdateMode mode =
-      request.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(request.model, request.accumulate,
-                                                        request.optimizer, mode, nullptr));
-  PlannedStep planned;
-  planned.seconds = step_cost(graph, backend, request.cost);
-  planned.forward_seconds = graph_seconds(graph, planned.seconds, true);
-  // The budget strategy searches for the least recomputation under the budget.
-  const ExecOptions exec{request.share, false, request.budget, request.link_gbps};
-  const StepTechniques techniques{request.recompute,    request.mirror, request.cost,
-                                  request.milp_seconds, request.swap,   request.auto_policy,
-                                  request.tflms};
-  MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten, rewrite_step_graph(std::move(graph), backend,
-                                                                      exec, techniques,
-                                                                      planned.seconds));
-  planned.summary = rewritten.recompute;
-  planned.swap = rewritten.swap;
-  planned.auto_summary = std::move(rewritten.automatic);
-  // The executor's own sizes, schedule and plan, without allocating the
-  // arena; the caller compares it with the budget.
-  MEMFIT_ASSIGN_OR_RETURN(
-      planned.prepared,
-      Executable::prepare(std::move(rewritten.graph), backend,
-                          ExecOptions{request.share, false, 0, request.link_gbps}));
-  return planned;
-}
-
-std::string strategy_flags(Recompute recompute, bool mirror, Swap swap) {
-  return "--recompute " + std::string(recompute_name(recompute)) + (mirror ? " --mirror" : "") +
-         (swap != Swap::none ? " --swap " + std::string(swap_name(swap)) : "");
-}
-
-std::string request_flags(const PlanRequest& request) {
-  return request.auto_policy ? "--policy auto"
-                             : strategy_flags(request.recompute, request.mirror, request.swap);
-}
-
-// The error for a plan of `arena` bytes over request.budget: every recompute
-// strategy, with and without mirror, is planned (with the request's swap
-// policy; under --policy auto, without swapping and with the budget swap
-// policy), and the smallest arena any reaches is named (the smallest budget
-// that can be met), with the flags that reach it.
-Status over_budget(const PlanRequest& request, size_t arena, const Backend& backend) {
-  const auto bytes = [](size_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; };
-  size_t best = arena;
-  std::string best_flags = request_flags(request);
-  const std::vector<Swap> swaps =
-      request.auto_policy ? std::vector<Swap>{Swap::none, Swap::budget} : std::vector{request.swap};
-  // milp is left out of the search: it may take its whole time limit.
-  for (const Swap swap : swaps) {
-    for (const Recompute recompute : {Recompute::none, Recompute::sqrt, Recompute::budget,
-                                      Recompute::recursive, Recompute::optimal}) {
-      for (bool mirror : {false, true}) {
-        if (!request.auto_policy && recompute == request.recompute && mirror == request.mirror) {
-          continue;
-        }
-        PlanRequest other = request;
-        other.auto_policy = false;
-        other.recompute = recompute;
-        other.mirror = mirror;
-        other.swap = swap;
-        auto planned = plan_step(other, backend);
-        if (!planned) continue;
-        const size_t other_arena = planned->prepared->plan().arena_bytes;
-        if (other_arena < best) {
-          best = other_arena;
-          best_flags = strategy_flags(recompute, mirror, swap);
-        }
-      }
-    }
-  }
-  std::string message = "the plan needs " + bytes(arena) + " with " + request_flags(request) +
-                        ", over the budget of " + bytes(request.budget) +
-                        "; the smallest arena this plan reaches is " + std::to_string(arena) +
-                        " bytes; ";
-  if (best <= request.budget) return Status::error(message + best_flags + " fits in " + bytes(best));
-  return Status::error(message + "no strategy fits: the smallest arena any reaches is " +
-                       bytes(best) + ", with " + best_flags + "; give a --budget of at least " +
-                       std::to_string(best) + " bytes, or a smaller --batch");
-}
-
-}  // namespace
-
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
-  if (request.model.batch < 1) return Status::error("the batch must be at least 1");
-  if (request.accumulate < 1) return Status::error("--accumulate must be at least 1");
-  const auto backend = make_backend(request.backend, request.threads);
-  if (!backend) {
-    return Status::error("unknown backend '" + request.backend + "'; use cpu or reference");
-  }
-  MEMFIT_ASSIGN_OR_RETURN(PlannedStep planned, plan_step(request, *backend));
-  const RecomputeSummary& summary = planned.summary;
-  const Graph& g = planned.prepared->graph();
-  const MemoryPlan& plan = planned.prepared->plan();
-  if (request.budget > 0 && plan.arena_bytes > request.budget) {
-    return over_budget(request, plan.arena_bytes, *backend);
-  }
+  MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step(request.step));
+  MEMFIT_RETURN_IF_ERROR(check_step_budget(step));
+  return plan_report(step);
+}
 
+PlanReport plan_report(const CompiledStep& step) {
+  const RecomputeSummary& summary = step.rewritten.recompute;
+  const SwapSummary& swap = step.rewritten.swap;
+  const AutoSummary& automatic = step.rewritten.automatic;
+  const Graph& g = step.apply->graph();
+  const MemoryPlan& plan = step.apply->plan();
   PlanReport report;
+  report.backend = std::string(step.backend->name());
+  report.isa = step.backend->isa();
+  report.threads = step.backend->threads();
+  report.techniques = step.techniques;
   report.arena_bytes = plan.arena_bytes;
   report.host_bytes = plan.host_bytes;
   report.lower_bound_bytes = plan.lower_bound_bytes;
@@ -205,23 +105,23 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
   report.checkpoints = summary.checkpoints;
   report.checkpoint_levels = summary.levels;
   report.recomputed_nodes = summary.recomputed_nodes;
-  report.swap_candidates = planned.swap.candidates;
-  report.swapped_values = planned.swap.swapped_values;
-  report.swapped_bytes = planned.swap.swapped_bytes;
-  report.recomputed_values = planned.auto_summary.recomputed_values;
-  report.auto_choice = planned.auto_summary.choice;
-  report.swap_ins = planned.swap.swap_ins;
-  report.branch_swaps = planned.swap.branch_swaps;
-  report.trigger_fallbacks = planned.swap.trigger_fallbacks;
+  report.swap_candidates = swap.candidates;
+  report.swapped_values = swap.swapped_values;
+  report.swapped_bytes = swap.swapped_bytes;
+  report.recomputed_values = automatic.recomputed_values;
+  report.auto_choice = automatic.choice;
+  report.swap_ins = swap.swap_ins;
+  report.branch_swaps = swap.branch_swaps;
+  report.trigger_fallbacks = swap.trigger_fallbacks;
   // Compute nodes take the cost model's seconds; copies take bytes over the
   // link on their own stream.
   report.predicted_step_seconds = predicted_step_seconds(
-      g, predicted_node_seconds(g, step_machine(planned.seconds, request.link_gbps)));
+      g, predicted_node_seconds(g, step_machine(step.seconds, step.spec.link_gbps)));
   // Without clones the difference is only rounding (the schedule may sum in another order).
   report.predicted_recompute_seconds =
       summary.recomputed_nodes == 0
           ? 0.0
-          : std::max(0.0, graph_seconds(g, planned.seconds, true) - planned.forward_seconds);
+          : std::max(0.0, graph_seconds(g, step.seconds, true) - step.forward_seconds);
   report.peak_step = plan.peak_step;
   report.algorithm = plan.algorithm;
   const std::vector<size_t> live = live_bytes_per_step(g, plan);
@@ -231,59 +131,6 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
         TimelinePoint{static_cast<int32_t>(n), node.name, node_phase(g, node), live[n]});
   }
   return report;
-}
-
-Result<size_t> parse_bytes(std::string_view text) {
-  const std::string quoted = "'" + std::string(text) + "'";
-  const std::string example = "a number of bytes, such as 4096, 512MiB or 1.5GB";
-  if (text.empty()) return Status::error("the byte count is empty; give " + example);
-  if (text.front() == '-') return Status::error(quoted + " is negative; give " + example);
-  auto is_digit = [&](size_t i) {
-    return i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
-  };
-  // Digits are collected exactly; 128 bits hold any size_t times any unit.
-  using Wide = unsigned __int128;
-  const Wide too_large = Wide(std::numeric_limits<size_t>::max()) + 1;
-  size_t i = 0;
-  Wide whole = 0;
-  for (; is_digit(i); ++i) whole = std::min(whole * 10 + Wide(text[i] - '0'), too_large);
-  if (i == 0) return Status::error(quoted + " is not a number; give " + example);
-  // Fraction digits past the 18th weigh less than 1e-18 of a unit: less than a byte.
-  Wide fraction = 0, fraction_scale = 1;
-  if (i < text.size() && text[i] == '.') {
-    if (!is_digit(++i)) return Status::error(quoted + " has no digits after the point");
-    for (int kept = 0; is_digit(i); ++i, ++kept) {
-      if (kept < 18) {
-        fraction = fraction * 10 + Wide(text[i] - '0');
-        fraction_scale *= 10;
-      }
-    }
-  }
-  while (i < text.size() && text[i] == ' ') ++i;
-  const std::string_view unit = text.substr(i);
-  struct Unit {
-    std::string_view name;
-    size_t bytes;
-  };
-  constexpr Unit kUnits[] = {{"", 1},
-                             {"B", 1},
-                             {"KB", 1000},
-                             {"MB", 1'000'000},
-                             {"GB", 1'000'000'000},
-                             {"KiB", size_t{1} << 10},
-                             {"MiB", size_t{1} << 20},
-                             {"GiB", size_t{1} << 30}};
-  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
-                                   [&](const Unit& u) { return u.name == unit; });
-  if (found == std::end(kUnits)) {
-    return Status::error(quoted + " has an unknown unit '" + std::string(unit) +
-                         "'; use B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024)");
-  }
-  const Wide bytes = whole * found->bytes + fraction * found->bytes / fraction_scale;
-  if (bytes >= too_large) {
-    return Status::error(quoted + " is more bytes than this machine can address");
-  }
-  return static_cast<size_t>(bytes);
 }
 
 }  // namespace memfit

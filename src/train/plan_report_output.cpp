@@ -24,10 +24,6 @@ namespace {
   return out;
 }
 
-std::string_view optimizer_name(const OptimizerConfig& optimizer) {
-  return optimizer.kind == OptimizerConfig::Kind::adamw ? "adamw" : "sgd";
-}
-
 // Arena over lower bound: 1 means the placement wastes nothing.
 double fragmentation(const PlanReport& report) {
   if (report.lower_bound_bytes == 0) return 1.0;
@@ -304,25 +300,16 @@ void svg_title_and_legend(const PlanReport& report, const std::string& title, co
 
 }  // namespace
 
-std::string human_bytes(size_t bytes) {
-  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  if (bytes < 1024) return format("%zu B", bytes);
-  double value = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
-    value /= 1024;
-    ++unit;
-  }
-  return format("%.2f %s", value, kUnits[unit]);
-}
-
 std::string plan_report_text(const PlanRequest& request, const PlanReport& report) {
+  const StepSpec& spec = request.step;
+  const Techniques& t = report.techniques;
   std::string out =
-      format("memfit plan: %s, batch %lld, accumulate %lld, %s, %s backend, sharing %s\n",
-             request.model.name.c_str(), static_cast<long long>(request.model.batch),
-             static_cast<long long>(request.accumulate),
-             std::string(optimizer_name(request.optimizer)).c_str(), request.backend.c_str(),
-             request.share ? "on" : "off");
+      format("memfit plan: %s, batch %lld, accumulate %lld, %s, %s backend (%s, %d threads), "
+             "sharing %s\n",
+             spec.model.name.c_str(), static_cast<long long>(spec.model.batch),
+             static_cast<long long>(spec.accumulate),
+             std::string(name_of(spec.optimizer.kind)).c_str(), report.backend.c_str(),
+             report.isa.c_str(), report.threads, t.share ? "on" : "off");
   auto bytes_line = [&](const char* label, size_t bytes) {
     out += format("  %-20s %12s %14zu bytes\n", label, human_bytes(bytes).c_str(), bytes);
   };
@@ -330,7 +317,7 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   bytes_line("planned arena", report.arena_bytes);
   bytes_line("lower bound", report.lower_bound_bytes);
   bytes_line("host pool", report.host_bytes);
-  if (request.budget > 0) bytes_line("budget", request.budget);
+  if (spec.budget > 0) bytes_line("budget", spec.budget);
   out += format("  %-20s %12.4f (arena / lower bound)\n", "fragmentation", fragmentation(report));
   if (report.peak_step >= 0 && static_cast<size_t>(report.peak_step) < report.timeline.size()) {
     const TimelinePoint& peak = report.timeline[static_cast<size_t>(report.peak_step)];
@@ -349,8 +336,8 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   out += format("  %-20s %12s\n", "heap algorithm", report.algorithm.c_str());
   out += format(
       "  %-20s %12s\n", "recompute",
-      (std::string(recompute_name(request.recompute)) + (request.mirror ? "+mirror" : "")).c_str());
-  if (request.recompute != Recompute::none || request.mirror) {
+      (std::string(name_of(t.recompute)) + (t.mirror ? "+mirror" : "")).c_str());
+  if (t.recompute != Recompute::none || t.mirror) {
     out += format("  %-20s %12zu of %zu candidates\n", "checkpoints", report.checkpoints,
                   report.checkpoint_candidates);
     if (report.checkpoint_levels > 0) {
@@ -359,45 +346,40 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
     }
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
-  out += format("  %-20s %12s\n", "swap", std::string(swap_name(request.swap)).c_str());
-  if (request.auto_policy) {
+  out += format("  %-20s %12s\n", "swap", std::string(name_of(t.swap)).c_str());
+  if (t.automatic) {
     out += format("  %-20s %12s  (plan chosen: %s)\n", "policy", "auto", report.auto_choice.c_str());
     out += format("  %-20s %12zu values, %zu nodes\n", "recomputed", report.recomputed_values,
                   report.recomputed_nodes);
   }
-  if (request.swap != Swap::none || request.auto_policy) {
+  if (t.swap != Swap::none || t.automatic) {
     out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,
                   report.swap_candidates, human_bytes(report.swapped_bytes).c_str());
   }
-  if (request.swap == Swap::tflms) {
-    out += format("  %-20s %s\n", "tflms", tflms_options_text(request.tflms).c_str());
+  if (t.swap == Swap::tflms) {
+    out += format("  %-20s %s\n", "tflms", tflms_options_text(spec.tflms).c_str());
     out += format("  %-20s %12zu (%zu branch swaps, %zu chain_rule fallbacks)\n", "swap-ins",
                   report.swap_ins, report.branch_swaps, report.trigger_fallbacks);
   }
   out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step",
-                report.predicted_step_seconds, std::string(cost_model_name(request.cost)).c_str());
+                report.predicted_step_seconds, std::string(name_of(t.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
   return out;
 }
 
-std::string_view request_policy(const PlanRequest& request) {
-  if (request.auto_policy) return "auto";
-  if (!request.share) return "none";
-  const bool recomputes = request.recompute != Recompute::none || request.mirror;
-  const bool swaps = request.swap != Swap::none;
-  if (recomputes && swaps) return "recompute+swap";
-  return recomputes ? "recompute" : swaps ? "swap" : "share";
-}
-
 std::string plan_report_json(const PlanRequest& request, const PlanReport& report) {
+  const StepSpec& spec = request.step;
+  const Techniques& t = report.techniques;
   std::string out = "{\n";
-  out += "  \"model\": " + json_string(request.model.name) + ",\n";
+  out += "  \"model\": " + json_string(spec.model.name) + ",\n";
   out += format("  \"batch\": %lld,\n  \"accumulate\": %lld,\n",
-                static_cast<long long>(request.model.batch), static_cast<long long>(request.accumulate));
-  out += "  \"optimizer\": " + json_string(optimizer_name(request.optimizer)) + ",\n";
-  out += "  \"backend\": " + json_string(request.backend) + ",\n";
-  out += format("  \"sharing\": %s,\n  \"budget_bytes\": %zu,\n", request.share ? "true" : "false",
-                request.budget);
+                static_cast<long long>(spec.model.batch), static_cast<long long>(spec.accumulate));
+  out += "  \"optimizer\": " + json_string(name_of(spec.optimizer.kind)) + ",\n";
+  out += "  \"backend\": " + json_string(report.backend) + ",\n";
+  out += "  \"isa\": " + json_string(report.isa) + ",\n";
+  out += format("  \"threads\": %d,\n", report.threads);
+  out += format("  \"sharing\": %s,\n  \"budget_bytes\": %zu,\n", t.share ? "true" : "false",
+                spec.budget);
   out += format("  \"arena_bytes\": %zu,\n  \"lower_bound_bytes\": %zu,\n", report.arena_bytes,
                 report.lower_bound_bytes);
   out += format("  \"host_bytes\": %zu,\n", report.host_bytes);
@@ -413,17 +395,17 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out +=
       format("  \"num_nodes\": %zu,\n  \"peak_step\": %d,\n", report.num_nodes, report.peak_step);
   out += "  \"algorithm\": " + json_string(report.algorithm) + ",\n";
-  out += "  \"recompute\": " + json_string(recompute_name(request.recompute)) + ",\n";
-  out += format("  \"mirror\": %s,\n", request.mirror ? "true" : "false");
-  out += "  \"swap\": " + json_string(swap_name(request.swap)) + ",\n";
-  out += "  \"policy\": " + json_string(request_policy(request)) + ",\n";
+  out += "  \"recompute\": " + json_string(name_of(t.recompute)) + ",\n";
+  out += format("  \"mirror\": %s,\n", t.mirror ? "true" : "false");
+  out += "  \"swap\": " + json_string(name_of(t.swap)) + ",\n";
+  out += "  \"policy\": " + json_string(policy_of(t)) + ",\n";
   out += "  \"auto_choice\": " + json_string(report.auto_choice) + ",\n";
   out += format("  \"recomputed_values\": %zu,\n", report.recomputed_values);
   out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
-                request.link_gbps, report.swap_candidates, report.swapped_values);
+                spec.link_gbps, report.swap_candidates, report.swapped_values);
   out += format("  \"swapped_bytes\": %zu,\n", report.swapped_bytes);
-  if (request.swap == Swap::tflms) {
-    out += "  \"tflms\": " + json_string(tflms_options_text(request.tflms)) + ",\n";
+  if (t.swap == Swap::tflms) {
+    out += "  \"tflms\": " + json_string(tflms_options_text(spec.tflms)) + ",\n";
     out += format("  \"swap_ins\": %zu,\n  \"branch_swaps\": %zu,\n  \"trigger_fallbacks\": %zu,\n",
                   report.swap_ins, report.branch_swaps, report.trigger_fallbacks);
   }
@@ -431,7 +413,7 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
       "  \"checkpoint_candidates\": %zu,\n  \"checkpoints\": %zu,\n  \"checkpoint_levels\": %zu,\n",
       report.checkpoint_candidates, report.checkpoints, report.checkpoint_levels);
   out += format("  \"recomputed_nodes\": %zu,\n", report.recomputed_nodes);
-  out += "  \"cost_model\": " + json_string(cost_model_name(request.cost)) + ",\n";
+  out += "  \"cost_model\": " + json_string(name_of(t.cost)) + ",\n";
   out += format("  \"predicted_step_seconds\": %.9g,\n  \"predicted_recompute_seconds\": %.9g,\n",
                 report.predicted_step_seconds, report.predicted_recompute_seconds);
   out += "  \"timeline\": [";

@@ -72,12 +72,9 @@ Result<double> evaluate(TrainingProgram& program, StateStore& state, const DataS
 }
 
 Status check_options(const TrainOptions& o) {
+  MEMFIT_RETURN_IF_ERROR(check_step_spec(o.step));
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
-  if (o.model.batch < 1) return Status::error("--batch must be at least 1");
-  if (o.accumulate < 1) return Status::error("--accumulate must be at least 1");
-  if (!(o.optimizer.lr > 0.0f)) return Status::error("--lr must be positive");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
-  if (o.threads < 0) return Status::error("--threads must not be negative");
   if (o.stop_after < 0) return Status::error("--stop-after must not be negative");
   return Status::ok();
 }
@@ -104,11 +101,11 @@ Status check_fits_fashion_mnist(const ModelOptions& options) {
 Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
                                               const TrainingProgram& program) {
   if (options.synthetic) {
-    const int64_t per_step = options.model.batch * options.accumulate;
+    const int64_t per_step = options.step.model.batch * options.step.accumulate;
     const int64_t train_count = options.limit > 0 ? options.limit : std::max<int64_t>(1024, per_step);
     const int64_t eval_batch = program.eval_batch();
     const int64_t test_count = std::max<int64_t>(1, 256 / eval_batch) * eval_batch;
-    MEMFIT_ASSIGN_OR_RETURN(ModelInfo info, model_info(options.model.name));
+    MEMFIT_ASSIGN_OR_RETURN(ModelInfo info, model_info(options.step.model.name));
     return synthetic_source(info.data, program.model(), train_count, test_count, options.seed);
   }
   const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
@@ -122,7 +119,7 @@ Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
 // Fashion-MNIST up to 1000 test images at a time (the test set, limited, must
 // be a multiple).
 Result<int64_t> eval_batch_of(const TrainOptions& options) {
-  if (options.synthetic) return options.model.batch;
+  if (options.synthetic) return options.step.model.batch;
   const int64_t test_count = options.limit > 0 ? std::min<int64_t>(options.limit, 10000) : 10000;
   const int64_t eval_batch = std::min<int64_t>(test_count, 1000);
   if (test_count % eval_batch != 0) {
@@ -137,42 +134,33 @@ Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log) {
   MEMFIT_RETURN_IF_ERROR(check_options(options));
   if (!options.synthetic) {
-    MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.model));
+    MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.step.model));
   }
-  const auto backend = make_backend(options.backend, options.threads);
-  if (!backend) return Status::error("unknown backend '" + options.backend + "' (cpu or reference)");
   MEMFIT_ASSIGN_OR_RETURN(const int64_t eval_batch, eval_batch_of(options));
-  MEMFIT_ASSIGN_OR_RETURN(
-      auto program,
-      TrainingProgram::create(options.model, options.accumulate, options.optimizer, eval_batch,
-                              *backend,
-                              ExecOptions{options.plan, options.poison, options.budget,
-                                          options.link_gbps},
-                              StepTechniques{options.recompute, options.mirror, options.cost,
-                                             options.milp_seconds, options.swap,
-                                             options.auto_policy, options.tflms}));
+  MEMFIT_ASSIGN_OR_RETURN(auto program,
+                          TrainingProgram::create(options.step, eval_batch, options.poison));
+  const Techniques& t = program->techniques();
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
-  if (options.model.batch * options.accumulate > data->train_count()) {
+  if (options.step.model.batch * options.step.accumulate > data->train_count()) {
     return Status::error("--batch times --accumulate exceeds the " +
                          std::to_string(data->train_count()) + " training examples");
   }
   log(format("data: %s, %lld training and %lld test examples", data->description().c_str(),
              static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
-  log(format("model %s: %zu nodes per step; kernels: %s", options.model.name.c_str(),
+  log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
-  if (options.recompute != Recompute::none || options.mirror) {
+  if (t.recompute != Recompute::none || t.mirror) {
     const RecomputeSummary& r = program->recompute_summary();
     log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
-               std::string(recompute_name(options.recompute)).c_str(),
-               options.mirror ? " with mirror" : "", r.checkpoints, r.candidates,
-               r.recomputed_nodes));
+               std::string(name_of(t.recompute)).c_str(), t.mirror ? " with mirror" : "",
+               r.checkpoints, r.candidates, r.recomputed_nodes));
   }
-  if (options.swap != Swap::none) {
+  if (t.swap != Swap::none) {
     const SwapSummary& s = program->swap_summary();
     log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool",
-               std::string(swap_name(options.swap)).c_str(), s.swapped_values, s.candidates,
+               std::string(name_of(t.swap)).c_str(), s.swapped_values, s.candidates,
                s.swapped_bytes));
-    if (options.swap == Swap::tflms) {
+    if (t.swap == Swap::tflms) {
       log(format("tflms: %zu swap-ins, %zu branch swaps, %zu chain_rule fallbacks", s.swap_ins,
                  s.branch_swaps, s.trigger_fallbacks));
     }
@@ -188,7 +176,7 @@ Result<TrainReport> train(const TrainOptions& options,
   int64_t first_epoch = 0;
   if (!options.resume_path.empty()) {
     MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
-    MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.model.name, program->state_shapes()));
+    MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.step.model.name, program->state_shapes()));
     for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
     counters = StepCounters{ck.micro_step, ck.optimizer_step};
     first_epoch = ck.epoch;
@@ -197,10 +185,10 @@ Result<TrainReport> train(const TrainOptions& options,
   }
 
   MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler,
-                          BatchSampler::create(data->train_count(), options.model.batch, options.seed));
+                          BatchSampler::create(data->train_count(), options.step.model.batch, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
-  const int64_t micro_batches = sampler.batches_per_epoch() / options.accumulate * options.accumulate;
-  const int64_t total_steps = options.epochs * micro_batches / options.accumulate;
+  const int64_t micro_batches = sampler.batches_per_epoch() / options.step.accumulate * options.step.accumulate;
+  const int64_t total_steps = options.epochs * micro_batches / options.step.accumulate;
   Batch inputs = Batch::for_model(program->model());
   TrainReport report;
   double train_seconds = 0;
@@ -214,7 +202,7 @@ Result<TrainReport> train(const TrainOptions& options,
     int64_t window_batches = 0;
     for (int64_t b = 0; b < micro_batches; ++b) {
       const auto examples = std::span<const int64_t>(permutation).subspan(
-          static_cast<size_t>(b * options.model.batch), static_cast<size_t>(options.model.batch));
+          static_cast<size_t>(b * options.step.model.batch), static_cast<size_t>(options.step.model.batch));
       MEMFIT_RETURN_IF_ERROR(data->fill(false, examples, inputs));
       const float lr_scale = schedule_scale(options.schedule, counters.optimizer_step, total_steps);
       MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(state, inputs.feeds(), options.seed,
@@ -222,27 +210,27 @@ Result<TrainReport> train(const TrainOptions& options,
       report.losses.push_back(loss);
       window_loss += loss;
       ++window_batches;
-      const bool step_done = counters.micro_step % options.accumulate == 0;
+      const bool step_done = counters.micro_step % options.step.accumulate == 0;
       if (step_done && (counters.optimizer_step % options.log_every == 0 || b + 1 == micro_batches)) {
         const auto now = Clock::now();
         const double seconds = std::chrono::duration<double>(now - window_start).count();
         log(format("epoch %lld step %lld loss %.4f %.0f examples/s", static_cast<long long>(epoch + 1),
                    static_cast<long long>(counters.optimizer_step), window_loss / window_batches,
-                   static_cast<double>(window_batches * options.model.batch) / seconds));
+                   static_cast<double>(window_batches * options.step.model.batch) / seconds));
         window_start = now;
         window_loss = 0;
         window_batches = 0;
       }
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    examples += micro_batches * options.model.batch;
+    examples += micro_batches * options.step.model.batch;
     MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, state, *data));
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
                100.0 * accuracy, static_cast<long long>(data->test_count())));
     if (!options.save_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint(
-          options.save_path, make_checkpoint(options.model.name, epoch + 1, counters, *program, state)));
+          options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters, *program, state)));
       log("saved " + options.save_path);
     }
   }

@@ -107,7 +107,34 @@ class CpuBackend final : public Backend {
     }
   }
 
+  std::string isa() const override { return isa_name(dnnl::get_effective_cpu_isa()); }
+  int threads() const override { return omp_get_max_threads(); }
+
  private:
+  static std::string isa_name(dnnl::cpu_isa isa) {
+    using dnnl::cpu_isa;
+    switch (isa) {
+      case cpu_isa::sse41:
+        return "sse41";
+      case cpu_isa::avx:
+        return "avx";
+      case cpu_isa::avx2:
+        return "avx2";
+      case cpu_isa::avx2_vnni:
+        return "avx2_vnni";
+      case cpu_isa::avx512_core:
+        return "avx512_core";
+      case cpu_isa::avx512_core_vnni:
+        return "avx512_core_vnni";
+      case cpu_isa::avx512_core_bf16:
+        return "avx512_core_bf16";
+      case cpu_isa::avx512_core_amx:
+        return "avx512_core_amx";
+      default:
+        return "isa " + std::to_string(static_cast<int>(isa));
+    }
+  }
+
   std::unique_ptr<Backend> reference_ = make_reference_backend();
 };
 

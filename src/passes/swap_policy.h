@@ -4,9 +4,8 @@
 
 #include <cstddef>
 
-#include "cost/cost_model.h"
-#include "memfit/train.h"
-#include "runtime/executor.h"
+#include "memfit/techniques.h"
+#include "passes/policy_context.h"
 
 namespace memfit {
 
@@ -26,15 +25,15 @@ struct SwappedGraph {
 };
 
 // `step` (a step graph, recomputed or not) after the swap policy. The graph is
-// first put in the order the executor would run it (Executable::prepare with
-// exec's sharing); node times are predicted by src/passes/step_time.h with
-// `seconds` for compute nodes (empty: the roofline cost model) and a link of
-// exec.link_gbps.
+// first put in the order the executor would run it (context.plan); node
+// times are predicted by src/passes/step_time.h with context.seconds for
+// compute nodes (empty: the roofline cost model) and a link of
+// context.link_gbps.
 //  refcount: the candidates whose idle span covers the peak step of that plan
 //            and whose idle seconds are at least the copy out and back
 //            (2 bytes / link).
 //  budget:   the candidates by bytes x idle seconds, largest first; without a
-//            memory budget (exec.budget = 0) all of them, else the shortest
+//            memory budget (context.budget = 0) all of them, else the shortest
 //            prefix of that list whose arena fits, found by bisection over its
 //            length (the arena falls as more is swapped, though not strictly);
 //            when none fits, the prefix with the smallest arena seen, which
@@ -44,14 +43,12 @@ struct SwappedGraph {
 // `tflms` other than the defaults with another policy is an error, as are
 // knobs check_tflms_options refuses.
 // Cost: one plan for refcount and tflms, about log2(candidates) + 2 plans for budget.
-Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
-                                     const ExecOptions& exec, const TflmsOptions& tflms = {},
-                                     const NodeSeconds& seconds = {});
+Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContext& context,
+                                     const TflmsOptions& tflms = {});
 
 // The predicted seconds of `graph` as the executor would run it (its order
-// after Executable::prepare), by src/passes/step_time.h with `seconds` for
-// compute nodes (empty: roofline).
-Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
-                                    const ExecOptions& exec, const NodeSeconds& seconds = {});
+// after context.plan), by src/passes/step_time.h with context.seconds for
+// compute nodes (empty: roofline) and context's link.
+Result<double> predict_step_seconds(const Graph& graph, const PolicyContext& context);
 
 }  // namespace memfit

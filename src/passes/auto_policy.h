@@ -4,8 +4,8 @@
 //
 // Input invariants: a step graph as build_step_graph makes it (the recompute
 // pass's input, src/passes/recompute.h), not yet recomputed or swapped; a
-// backend whose layouts and workspaces are planned; exec's sharing, budget
-// and link; a cost model for compute nodes (src/cost/cost_model.h).
+// policy context (src/passes/policy_context.h): the planner, the budget, the
+// link and the node times of compute nodes (src/cost/cost_model.h).
 //
 // 1. Plan the step as it is. Without a budget, or when it fits, every
 //    activation is kept: nothing is added, so no plan is faster.
@@ -50,10 +50,9 @@
 #include <cstddef>
 #include <string>
 
-#include "cost/cost_model.h"
+#include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
-#include "runtime/executor.h"
-#include "train/swap_step.h"
+#include "passes/swap_policy.h"
 
 namespace memfit {
 
@@ -73,7 +72,6 @@ struct AutoGraph {
   AutoSummary summary;
 };
 
-Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const ExecOptions& exec,
-                                  const NodeSeconds& seconds);
+Result<AutoGraph> auto_step_graph(Graph step, const PolicyContext& context);
 
 }  // namespace memfit

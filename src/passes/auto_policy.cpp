@@ -1,4 +1,4 @@
-#include "train/auto_step.h"
+#include "passes/auto_policy.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,6 +8,7 @@
 #include "passes/phase.h"
 #include "passes/recompute.h"
 #include "passes/recompute_optimal.h"
+#include "passes/recompute_policy.h"
 #include "passes/step_time.h"
 #include "passes/swap.h"
 
@@ -29,24 +30,20 @@ struct Trial {
 
 class AutoSearch {
  public:
-  AutoSearch(const Backend& backend, const ExecOptions& exec, const NodeSeconds& seconds)
-      : backend_(backend),
-        planning_{exec.share, false, 0, exec.link_gbps},
-        budget_(exec.budget),
-        machine_(step_machine(seconds, exec.link_gbps)) {}
+  explicit AutoSearch(const PolicyContext& context)
+      : context_(context), machine_(step_machine(context.seconds, context.link_gbps)) {}
 
   // `graph` planned in the executor's order, with its arena and predicted time.
   Result<Trial> finish(Graph graph, AutoSummary summary) const {
-    MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                            Executable::prepare(std::move(graph), backend_, planning_));
-    Trial trial{prepared->graph(), std::move(summary)};
-    trial.summary.arena_bytes = prepared->plan().arena_bytes;
+    MEMFIT_ASSIGN_OR_RETURN(PlannedGraph prepared, context_.plan(std::move(graph)));
+    Trial trial{std::move(prepared.graph), std::move(summary)};
+    trial.summary.arena_bytes = prepared.plan.arena_bytes;
     trial.summary.predicted_step_seconds = predicted_step_seconds(
         trial.graph, predicted_node_seconds(trial.graph, machine_));
     return trial;
   }
 
-  bool fits(const Trial& trial) const { return trial.summary.arena_bytes <= budget_; }
+  bool fits(const Trial& trial) const { return trial.summary.arena_bytes <= context_.budget; }
 
   // Stage 2: the ranking of `ordered`'s candidates with their techniques.
   std::vector<Ranked> rank(const Graph& ordered, const std::vector<size_t>& value_bytes,
@@ -132,11 +129,10 @@ class AutoSearch {
       summary.recompute.recomputed_nodes = stats.recomputed_nodes;
     }
     if (!to_swap.empty()) {
-      MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                              Executable::prepare(std::move(graph), backend_, planning_));
-      graph = prepared->graph();
+      MEMFIT_ASSIGN_OR_RETURN(PlannedGraph prepared, context_.plan(std::move(graph)));
+      graph = std::move(prepared.graph);
       SwapOptions options;
-      options.value_bytes = prepared->sizes().value_bytes;
+      options.value_bytes = std::move(prepared.value_bytes);
       options.node_seconds = predicted_node_seconds(graph, machine_);
       options.link_bytes_per_second = machine_.link_bytes_per_second;
       for (const SwapCandidate& c :
@@ -153,12 +149,10 @@ class AutoSearch {
     return finish(std::move(graph), std::move(summary));
   }
 
-  const ExecOptions& planning() const { return planning_; }
+  const PolicyContext& context() const { return context_; }
 
  private:
-  const Backend& backend_;
-  ExecOptions planning_;  // sharing and link, no budget: the search compares arenas itself
-  size_t budget_;
+  const PolicyContext& context_;
   StepMachine machine_;
 };
 
@@ -175,25 +169,24 @@ bool better(const AutoSearch& search, const Trial& a, const Trial& b) {
 
 }  // namespace
 
-Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const ExecOptions& exec,
-                                  const NodeSeconds& seconds) {
-  const AutoSearch search(backend, exec, seconds);
+Result<AutoGraph> auto_step_graph(Graph step, const PolicyContext& context) {
+  const AutoSearch search(context);
   // Stage 1.
-  MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(step, backend, search.planning()));
-  if (exec.budget == 0 || prepared->plan().arena_bytes <= exec.budget) {
+  MEMFIT_ASSIGN_OR_RETURN(PlannedGraph prepared, context.plan(step));
+  if (context.budget == 0 || prepared.plan.arena_bytes <= context.budget) {
     AutoSummary summary;
     summary.choice = "keep";
-    summary.arena_bytes = prepared->plan().arena_bytes;
+    summary.arena_bytes = prepared.plan.arena_bytes;
     return AutoGraph{std::move(step), std::move(summary)};
   }
-  const Graph& ordered = prepared->graph();
+  const Graph& ordered = prepared.graph;
 
   // Stages 2 and 3, for each share of the forward pass's link time.
   std::optional<Trial> best;
   size_t candidates = 0;
   for (const double link_share : {1.0, 0.5, 0.25, 0.0}) {
     const std::vector<Ranked> ranked =
-        search.rank(ordered, prepared->sizes().value_bytes, link_share);
+        search.rank(ordered, prepared.value_bytes, link_share);
     candidates = ranked.size();
     MEMFIT_ASSIGN_OR_RETURN(Trial all, search.per_tensor(ordered, ranked, ranked.size()));
     if (search.fits(all)) {
@@ -213,14 +206,11 @@ Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const Exec
   }
 
   // Stage 4.
-  const ArenaOf arena_of = [&](const Graph& graph) -> Result<size_t> {
-    MEMFIT_ASSIGN_OR_RETURN(auto planned, Executable::prepare(graph, backend, search.planning()));
-    return planned->plan().arena_bytes;
-  };
+  const ArenaOf arena_of = context.arena_of();
   for (const bool mirror : {false, true}) {
     MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                            apply_recompute_costed(step, Recompute::budget, exec.budget, arena_of,
-                                                   RecomputeCost{seconds, 0}, mirror));
+                            apply_recompute_costed(step, Recompute::budget, context.budget, arena_of,
+                                                   RecomputeCost{context.seconds, 0}, mirror));
     AutoSummary summary;
     summary.choice = mirror ? "recompute+mirror" : "recompute";
     summary.recompute = recomputed.summary;
@@ -232,11 +222,10 @@ Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const Exec
     RecomputedGraph mirrored{step, {}};
     if (mirror) {
       MEMFIT_ASSIGN_OR_RETURN(mirrored, apply_recompute_costed(step, Recompute::none, 0, arena_of,
-                                                               RecomputeCost{seconds, 0}, true));
+                                                               RecomputeCost{context.seconds, 0}, true));
     }
     MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped,
-                            swap_step_graph(std::move(mirrored.graph), Swap::budget, backend, exec,
-                                            TflmsOptions{}, seconds));
+                            swap_step_graph(std::move(mirrored.graph), Swap::budget, context));
     AutoSummary summary;
     summary.choice = mirror ? "mirror+swap" : "swap";
     summary.recompute = mirrored.summary;
@@ -247,69 +236,6 @@ Result<AutoGraph> auto_step_graph(Graph step, const Backend& backend, const Exec
   }
   best->summary.candidates = candidates;
   return AutoGraph{std::move(best->graph), std::move(best->summary)};
-}
-
-std::string_view policy_name(Policy policy) {
-  switch (policy) {
-    case Policy::none:
-      return "none";
-    case Policy::share:
-      return "share";
-    case Policy::recompute:
-      return "recompute";
-    case Policy::swap:
-      return "swap";
-    case Policy::automatic:
-      return "auto";
-  }
-  return "?";
-}
-
-std::vector<std::string> policy_names() { return {"none", "share", "recompute", "swap", "auto"}; }
-
-Result<Policy> parse_policy(std::string_view text) {
-  for (Policy p :
-       {Policy::none, Policy::share, Policy::recompute, Policy::swap, Policy::automatic}) {
-    if (policy_name(p) == text) return p;
-  }
-  return Status::error("unknown policy '" + std::string(text) +
-                       "'; use none, share, recompute, swap or auto");
-}
-
-Result<Techniques> resolve_policy(Policy policy, std::optional<Recompute> recompute,
-                                  std::optional<Swap> swap, bool mirror) {
-  const bool recomputes = (recompute && *recompute != Recompute::none) || mirror;
-  const bool swaps = swap && *swap != Swap::none;
-  const std::string name(policy_name(policy));
-  Techniques t;
-  t.mirror = mirror;
-  switch (policy) {
-    case Policy::none:
-    case Policy::share:
-      if (recomputes || swaps) {
-        return Status::error("--policy " + name + " allows neither recomputation nor swapping; " +
-                             "use --policy " + (swaps ? "swap" : "recompute") + " or auto");
-      }
-      t.share = policy == Policy::share;
-      return t;
-    case Policy::recompute:
-      if (swaps) return Status::error("--policy recompute does not swap; use --policy auto");
-      t.recompute = recompute.value_or(Recompute::budget);
-      return t;
-    case Policy::swap:
-      if (recomputes) return Status::error("--policy swap does not recompute; use --policy auto");
-      t.swap = swap.value_or(Swap::budget);
-      return t;
-    case Policy::automatic:
-      if (recomputes || swaps || (recompute || swap)) {
-        return Status::error(
-            "--policy auto chooses recomputation and swapping per activation itself; drop "
-            "--recompute, --swap and --mirror, or use --policy recompute or swap");
-      }
-      t.automatic = true;
-      return t;
-  }
-  return t;
 }
 
 }  // namespace memfit

@@ -1,4 +1,4 @@
-#include "train/swap_step.h"
+#include "passes/swap_policy.h"
 
 #include <algorithm>
 
@@ -7,42 +7,6 @@
 #include "passes/swap_tflms.h"
 
 namespace memfit {
-
-std::string_view swap_name(Swap swap) {
-  switch (swap) {
-    case Swap::none:
-      return "none";
-    case Swap::refcount:
-      return "refcount";
-    case Swap::budget:
-      return "budget";
-    case Swap::tflms:
-      return "tflms";
-  }
-  return "?";
-}
-
-std::vector<std::string> swap_names() { return {"none", "refcount", "budget", "tflms"}; }
-
-Result<Swap> parse_swap(std::string_view text) {
-  for (Swap s : {Swap::none, Swap::refcount, Swap::budget, Swap::tflms}) {
-    if (swap_name(s) == text) return s;
-  }
-  return Status::error("unknown swap policy '" + std::string(text) +
-                       "'; use none, refcount, budget or tflms");
-}
-
-std::string_view tflms_trigger_name(TflmsTrigger trigger) {
-  return trigger == TflmsTrigger::chain_rule ? "chain_rule" : "direct_order";
-}
-
-Result<TflmsTrigger> parse_tflms_trigger(std::string_view text) {
-  for (TflmsTrigger t : {TflmsTrigger::chain_rule, TflmsTrigger::direct_order}) {
-    if (tflms_trigger_name(t) == text) return t;
-  }
-  return Status::error("unknown swap trigger '" + std::string(text) +
-                       "'; use chain_rule or direct_order");
-}
 
 Status check_tflms_options(const TflmsOptions& options) {
   if (options.n_tensors < -1) {
@@ -68,35 +32,21 @@ Status check_tflms_options(const TflmsOptions& options) {
 std::string tflms_options_text(const TflmsOptions& o) {
   std::string text = "n_tensors " + std::to_string(o.n_tensors) + ", lb " + std::to_string(o.lb) +
                      ", ub " + std::to_string(o.ub) + ", " +
-                     std::string(tflms_trigger_name(o.trigger)) + ", fuse " +
+                     std::string(name_of(o.trigger)) + ", fuse " +
                      (o.fuse ? "on" : "off") + ", branches ";
   if (!o.branches) return text + "off";
   return text + "on (threshold " + std::to_string(o.branch_threshold) + ")";
 }
 
-namespace {
-
-ExecOptions planning_options(const ExecOptions& exec) {
-  ExecOptions planning;
-  planning.share = exec.share;
-  planning.link_gbps = exec.link_gbps;
-  return planning;
-}
-
-}  // namespace
-
-Result<double> predict_step_seconds(const Graph& graph, const Backend& backend,
-                                    const ExecOptions& exec, const NodeSeconds& seconds) {
-  MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                          Executable::prepare(graph, backend, planning_options(exec)));
-  const Graph& g = prepared->graph();
+Result<double> predict_step_seconds(const Graph& graph, const PolicyContext& context) {
+  MEMFIT_ASSIGN_OR_RETURN(PlannedGraph planned, context.plan(graph));
+  const Graph& g = planned.graph;
   return predicted_step_seconds(
-      g, predicted_node_seconds(g, step_machine(seconds, exec.link_gbps)));
+      g, predicted_node_seconds(g, step_machine(context.seconds, context.link_gbps)));
 }
 
-Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& backend,
-                                     const ExecOptions& exec, const TflmsOptions& tflms,
-                                     const NodeSeconds& seconds) {
+Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContext& context,
+                                     const TflmsOptions& tflms) {
   SwappedGraph result;
   if (policy != Swap::tflms && !(tflms == TflmsOptions{})) {
     return Status::error(
@@ -109,12 +59,11 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
     result.graph = std::move(step);
     return result;
   }
-  const ExecOptions planning = planning_options(exec);
-  MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(std::move(step), backend, planning));
-  const Graph& ordered = prepared->graph();
-  const StepMachine machine = step_machine(seconds, exec.link_gbps);
+  MEMFIT_ASSIGN_OR_RETURN(PlannedGraph prepared, context.plan(std::move(step)));
+  const Graph& ordered = prepared.graph;
+  const StepMachine machine = step_machine(context.seconds, context.link_gbps);
   SwapOptions options;
-  options.value_bytes = prepared->sizes().value_bytes;
+  options.value_bytes = prepared.value_bytes;
   options.node_seconds = predicted_node_seconds(ordered, machine);
   options.link_bytes_per_second = machine.link_bytes_per_second;
   std::vector<SwapCandidate> candidates =
@@ -148,7 +97,7 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
     return result;
   }
   if (policy == Swap::refcount) {
-    const int32_t peak = prepared->plan().peak_step;
+    const int32_t peak = prepared.plan.peak_step;
     std::erase_if(candidates, [&](const SwapCandidate& c) {
       const double round_trip = 2.0 * static_cast<double>(c.bytes) / machine.link_bytes_per_second;
       return !c.covers(peak) || c.idle_seconds < round_trip;
@@ -161,24 +110,24 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const Backend& bac
                               static_cast<double>(b.bytes) * b.idle_seconds;
                      });
     count = candidates.size();
-    if (exec.budget > 0 && prepared->plan().arena_bytes <= exec.budget) {
+    const size_t budget = context.budget;
+    if (budget > 0 && prepared.plan.arena_bytes <= budget) {
       count = 0;
-    } else if (exec.budget > 0) {
+    } else if (budget > 0) {
       auto arena_of = [&](size_t k) -> Result<size_t> {
         MEMFIT_ASSIGN_OR_RETURN(Graph graph, swapped_with(k, nullptr));
-        MEMFIT_ASSIGN_OR_RETURN(auto planned,
-                                Executable::prepare(std::move(graph), backend, planning));
-        return planned->plan().arena_bytes;
+        MEMFIT_ASSIGN_OR_RETURN(PlannedGraph planned, context.plan(std::move(graph)));
+        return planned.plan.arena_bytes;
       };
       // Bisection for the shortest fitting prefix; `best` keeps the smallest arena seen.
       MEMFIT_ASSIGN_OR_RETURN(size_t best_arena, arena_of(count));
       size_t best = count;
-      if (best_arena <= exec.budget) {
+      if (best_arena <= budget) {
         size_t low = 1, high = count;  // arena_of(high) fits
         while (low < high) {
           const size_t mid = low + (high - low) / 2;
           MEMFIT_ASSIGN_OR_RETURN(size_t arena, arena_of(mid));
-          if (arena <= exec.budget) {
+          if (arena <= budget) {
             high = mid;
           } else {
             low = mid + 1;

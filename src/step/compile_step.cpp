@@ -1,0 +1,99 @@
+#include "step/compile_step.h"
+
+#include "passes/recompute_policy.h"
+
+namespace memfit {
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") return make_cpu_backend(threads);
+  if (name == "reference") return make_reference_backend();
+  return Status::error("unknown backend '" + name + "'; use cpu or reference");
+}
+
+Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
+                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out) {
+  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(options, true));
+  Graph& g = model.graph;
+  MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,
+                                                       1.0f / static_cast<float>(accumulate)));
+  MEMFIT_RETURN_IF_ERROR(append_optimizer(g, model.params, grads, optimizer, mode));
+  Graph pruned = remove_dead_nodes(g);
+  MEMFIT_RETURN_IF_ERROR(verify_graph(pruned));
+  if (model_out) *model_out = std::move(model);
+  return pruned;
+}
+
+NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model) {
+  if (model == CostModel::roofline) return roofline_cost();
+  return MeasuredCosts::measure(step, backend, 3).as_function();
+}
+
+PlanGraph step_planner(const Backend& backend, bool share) {
+  return [&backend, share](Graph graph) -> Result<PlannedGraph> {
+    MEMFIT_ASSIGN_OR_RETURN(auto prepared,
+                            Executable::prepare(std::move(graph), backend, ExecOptions{share}));
+    return PlannedGraph{prepared->graph(), prepared->sizes().value_bytes, prepared->plan()};
+  };
+}
+
+Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,
+                                         const TflmsOptions& tflms,
+                                         const PolicyContext& context) {
+  RewrittenStep result;
+  if (techniques.automatic) {
+    MEMFIT_ASSIGN_OR_RETURN(AutoGraph chosen, auto_step_graph(std::move(step), context));
+    result.graph = std::move(chosen.graph);
+    result.recompute = chosen.summary.recompute;
+    result.swap = chosen.summary.swap;
+    result.automatic = std::move(chosen.summary);
+    return result;
+  }
+  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
+                          recompute_step_graph(std::move(step), techniques.recompute, context,
+                                               techniques.mirror));
+  result.recompute = recomputed.summary;
+  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
+                                                                techniques.swap, context, tflms));
+  result.graph = std::move(swapped.graph);
+  result.swap = swapped.summary;
+  return result;
+}
+
+Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) {
+  MEMFIT_RETURN_IF_ERROR(check_step_spec(spec));
+  CompiledStep step;
+  step.spec = spec;
+  MEMFIT_ASSIGN_OR_RETURN(step.techniques, resolve_techniques(spec));
+  const Techniques& t = step.techniques;
+  MEMFIT_ASSIGN_OR_RETURN(step.backend, make_backend(spec.backend, spec.threads));
+  const UpdateMode mode = spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
+  MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(spec.model, spec.accumulate,
+                                                        spec.optimizer, mode, &step.model));
+  for (const Value& v : graph.values()) {
+    if (!v.producer.valid() && is_persistent(v.role)) step.persistent.emplace_back(v.name, v.type.shape);
+  }
+  // The choices and the predictions read the same node times: the roofline
+  // model's, or (measured: the default of optimal and milp only, since it
+  // takes seconds) each distinct node timed on the backend.
+  step.seconds = step_cost(graph, *step.backend, t.cost);
+  step.forward_seconds = graph_seconds(graph, step.seconds, true);
+  const PolicyContext context{step_planner(*step.backend, t.share), spec.budget, spec.link_gbps,
+                              step.seconds, spec.milp_seconds};
+  MEMFIT_ASSIGN_OR_RETURN(step.rewritten,
+                          rewrite_step_graph(std::move(graph), t, spec.tflms, context));
+  const ExecOptions exec{t.share, false, 0, spec.link_gbps};
+  MEMFIT_ASSIGN_OR_RETURN(step.apply,
+                          Executable::prepare(std::move(step.rewritten.graph), *step.backend, exec));
+  if (build.accumulate_only && spec.accumulate > 1) {
+    MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(spec.model, spec.accumulate,
+                                                        spec.optimizer, UpdateMode::accumulate,
+                                                        nullptr));
+    MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
+                            rewrite_step_graph(std::move(acc), t, spec.tflms, context));
+    MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only, Executable::prepare(std::move(rewritten_acc.graph),
+                                                                      *step.backend, exec));
+  }
+  return step;
+}
+
+}  // namespace memfit

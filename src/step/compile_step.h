@@ -1,0 +1,87 @@
+// compile_step: StepSpec -> model -> step graph -> techniques -> plan ->
+// executable. The one path by which `memfit train`, `memfit plan` and
+// `memfit maxbatch` build a step, so that what is planned is what runs.
+//
+// 1. Check the spec and resolve its techniques (include/memfit/step.h).
+// 2. Build the backend (cpu or reference, with the spec's threads).
+// 3. Build the step graph: the model, its backward pass of the loss scaled by
+//    1/accumulate, the optimizer's nodes; with accumulate > 1, the
+//    micro-batch that applies the update (which holds all the other one
+//    holds and more); dead nodes removed; verified.
+// 4. Predicted node times, by the spec's cost model.
+// 5. Rewrite the step by its techniques under the budget: auto, or the
+//    recompute strategy and then the swap policy (src/passes).
+// 6. Prepare the executable: kernels, sizes, schedule and memory plan, no
+//    arena allocated and no budget check (check_step_budget says why a plan
+//    does not fit). Training allocates it (Executable::allocate).
+// With `accumulate_only` (training with accumulate > 1), the micro-batches
+// that only accumulate get a graph of their own, rewritten the same way.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autodiff/autodiff.h"
+#include "memfit/step.h"
+#include "passes/auto_policy.h"
+#include "passes/policy_context.h"
+#include "passes/recompute_strategy.h"
+#include "passes/swap_policy.h"
+#include "runtime/executor.h"
+
+namespace memfit {
+
+// What compile_step builds besides the graph that applies the update.
+struct StepBuild {
+  bool accumulate_only = false;  // also the graph of the micro-batches that only accumulate
+};
+
+// A step graph after its techniques, with what each did.
+struct RewrittenStep {
+  Graph graph;
+  RecomputeSummary recompute;
+  SwapSummary swap;
+  AutoSummary automatic;  // --policy auto only
+};
+
+struct CompiledStep {
+  StepSpec spec;
+  Techniques techniques;
+  std::unique_ptr<Backend> backend;
+  Model model;  // the forward model at the step's batch: its inputs, its init values
+  // Every persistent input of the step (parameters, optimizer state,
+  // accumulators, running statistics) with its shape, in the order the step
+  // graph was built: the order of checkpoints.
+  std::vector<std::pair<std::string, Shape>> persistent;
+  RewrittenStep rewritten;  // the summaries of the step that applies the update (graph moved)
+  NodeSeconds seconds;      // the cost model's node times
+  double forward_seconds = 0;  // the forward nodes' predicted seconds before any rewrite
+  std::unique_ptr<Executable> apply;            // prepared: applies the update
+  std::unique_ptr<Executable> accumulate_only;  // prepared, when asked and accumulate > 1
+};
+
+Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build = {});
+
+// The backend called `name` (cpu or reference), or an error naming both.
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
+
+// One step graph as step 3 builds it, in `mode`; `model_out` (may be null)
+// receives the model.
+Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
+                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out);
+
+// The node times of `model`'s predictions for `step`: roofline, or measured
+// on `backend` (MeasuredCosts, 3 runs of each distinct node).
+NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model);
+
+// Plans graphs as Executable::prepare does, with `share`, for the policies.
+PlanGraph step_planner(const Backend& backend, bool share);
+
+// Step 5 alone: `step` rewritten by `techniques` under `context`.
+Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,
+                                         const TflmsOptions& tflms,
+                                         const PolicyContext& context);
+
+}  // namespace memfit

@@ -1,0 +1,104 @@
+// Checking a StepSpec and resolving its techniques (include/memfit/step.h).
+#include <cmath>
+
+#include "memfit/step.h"
+#include "memfit/techniques.h"
+
+namespace memfit {
+namespace {
+
+bool given(std::optional<Recompute> r) { return r.has_value(); }
+bool given(std::optional<Swap> s) { return s.has_value(); }
+
+}  // namespace
+
+Result<Techniques> resolve_techniques(const StepSpec& spec) {
+  const Recompute recompute = spec.recompute.value_or(Recompute::none);
+  const Swap swap = spec.swap.value_or(Swap::none);
+  Techniques t;
+  t.mirror = spec.mirror;
+  t.cost = spec.cost.value_or(recompute == Recompute::optimal || recompute == Recompute::milp
+                                  ? CostModel::measured
+                                  : CostModel::roofline);
+  if (!spec.policy) {
+    t.share = spec.share;
+    t.recompute = recompute;
+    t.swap = swap;
+  } else {
+    const Policy policy = *spec.policy;
+    const bool recomputes = recompute != Recompute::none || spec.mirror;
+    const bool swaps = swap != Swap::none;
+    const std::string name(name_of(policy));
+    if (!spec.share && policy != Policy::none) {
+      return Status::error("--no-sharing means --policy none; give one of them");
+    }
+    switch (policy) {
+      case Policy::none:
+      case Policy::share:
+        if (recomputes || swaps) {
+          return Status::error("--policy " + name + " allows neither recomputation nor swapping; " +
+                               "use --policy " + (swaps ? "swap" : "recompute") + " or auto");
+        }
+        t.share = policy == Policy::share;
+        break;
+      case Policy::recompute:
+        if (swaps) return Status::error("--policy recompute does not swap; use --policy auto");
+        t.recompute = spec.recompute.value_or(Recompute::budget);
+        break;
+      case Policy::swap:
+        if (recomputes) return Status::error("--policy swap does not recompute; use --policy auto");
+        t.swap = spec.swap.value_or(Swap::budget);
+        break;
+      case Policy::automatic:
+        if (recomputes || swaps || given(spec.recompute) || given(spec.swap)) {
+          return Status::error(
+              "--policy auto chooses recomputation and swapping per activation itself; drop "
+              "--recompute, --swap and --mirror, or use --policy recompute or swap");
+        }
+        t.automatic = true;
+        break;
+    }
+  }
+  if (t.swap != Swap::tflms && !(spec.tflms == TflmsOptions{})) {
+    return Status::error(
+        "the TFLMS options (--swap-n-tensors, --swap-lb, --swap-ub, --swap-trigger, --swap-fuse, "
+        "--swap-branches, --swap-branch-threshold) apply only to --swap tflms; add it or drop "
+        "them");
+  }
+  return t;
+}
+
+Status check_step_spec(const StepSpec& spec) {
+  if (spec.model.batch < 1) return Status::error("--batch must be at least 1");
+  if (spec.accumulate < 1) return Status::error("--accumulate must be at least 1");
+  if (spec.threads < 0) return Status::error("--threads must not be negative");
+  if (spec.backend != "cpu" && spec.backend != "reference") {
+    return Status::error("unknown backend '" + spec.backend + "'; use cpu or reference");
+  }
+  if (spec.optimizer.lr < 0.0f || std::isnan(spec.optimizer.lr)) {
+    return Status::error("--lr must be positive");
+  }
+  if (!(spec.milp_seconds > 0)) return Status::error("--milp-seconds must be positive");
+  if (spec.link_gbps < 0 || std::isnan(spec.link_gbps)) {
+    return Status::error("--link-gbps must not be negative (0: unlimited)");
+  }
+  MEMFIT_RETURN_IF_ERROR(check_tflms_options(spec.tflms));
+  return resolve_techniques(spec).status();
+}
+
+std::string technique_flags(const Techniques& t) {
+  if (t.automatic) return "--policy auto";
+  return "--recompute " + std::string(name_of(t.recompute)) + (t.mirror ? " --mirror" : "") +
+         (t.swap != Swap::none ? " --swap " + std::string(name_of(t.swap)) : "");
+}
+
+std::string_view policy_of(const Techniques& t) {
+  if (t.automatic) return "auto";
+  if (!t.share) return "none";
+  const bool recomputes = t.recompute != Recompute::none || t.mirror;
+  const bool swaps = t.swap != Swap::none;
+  if (recomputes && swaps) return "recompute+swap";
+  return recomputes ? "recompute" : swaps ? "swap" : "share";
+}
+
+}  // namespace memfit
