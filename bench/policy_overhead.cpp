@@ -30,7 +30,6 @@ struct Row {
   size_t arena = 0, host = 0, recomputed = 0, swapped = 0;
   double predicted = 0;
   std::vector<double> seconds;
-  std::unique_ptr<Backend> backend;
   std::unique_ptr<TrainingProgram> program;
   StateStore state;
 };
@@ -54,9 +53,10 @@ int main(int argc, char** argv) {
   sgd.lr = 0.01f;
 
   PlanRequest request;
-  request.model = model;
-  request.optimizer = sgd;
-  request.link_gbps = link;
+  request.step.model = model;
+  request.step.optimizer = sgd;
+  request.step.link_gbps = link;
+  request.step.threads = threads;
   const PlanReport shared = plan_training_step(request).value();
   const auto budget =
       static_cast<size_t>(fraction * static_cast<double>(shared.arena_bytes));
@@ -69,19 +69,17 @@ int main(int argc, char** argv) {
 
   struct Config {
     const char* name;
-    StepTechniques techniques;
+    Policy policy;
     bool budgeted;
   };
   std::vector<Row> rows;
-  for (const Config& c : {Config{"share (no budget)", {}, false},
-                          Config{"recompute", {.recompute = Recompute::budget}, true},
-                          Config{"swap", {.swap = Swap::budget}, true},
-                          Config{"auto", {.auto_policy = true}, true}}) {
+  for (const Config& c : {Config{"share (no budget)", Policy::share, false},
+                          Config{"recompute", Policy::recompute, true},
+                          Config{"swap", Policy::swap, true},
+                          Config{"auto", Policy::automatic, true}}) {
     PlanRequest r = request;
-    r.budget = c.budgeted ? budget : 0;
-    r.recompute = c.techniques.recompute;
-    r.swap = c.techniques.swap;
-    r.auto_policy = c.techniques.auto_policy;
+    r.step.budget = c.budgeted ? budget : 0;
+    r.step.policy = c.policy;
     auto report = plan_training_step(r);
     if (!report) {
       std::printf("%-18s does not fit: %s\n", c.name, report.message().c_str());
@@ -94,9 +92,7 @@ int main(int argc, char** argv) {
     row.recomputed = report->recomputed_nodes;
     row.swapped = report->swapped_values;
     row.predicted = report->predicted_step_seconds;
-    row.backend = make_cpu_backend(threads);
-    auto program = TrainingProgram::create(model, 1, sgd, batch, *row.backend,
-                                           ExecOptions{true, false, r.budget, link}, c.techniques);
+    auto program = TrainingProgram::create(r.step, batch);
     if (!program) die(program.message());
     row.program = std::move(program).value();
     if (row.program->step_executable().plan().arena_bytes != row.arena) {

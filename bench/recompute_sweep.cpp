@@ -177,12 +177,12 @@ OptimizerConfig sgd() {
 
 Cell plan_cell(const ModelOptions& model, const Variant& v, size_t budget, CostModel cost) {
   PlanRequest request;
-  request.model = model;
-  request.optimizer = sgd();
-  request.recompute = v.recompute;
-  request.mirror = v.mirror;
-  request.budget = v.budgeted() ? budget : 0;
-  request.cost = cost;
+  request.step.model = model;
+  request.step.optimizer = sgd();
+  request.step.recompute = v.recompute;
+  request.step.mirror = v.mirror;
+  request.step.budget = v.budgeted() ? budget : 0;
+  request.step.cost = cost;
   auto report = plan_training_step(request);
   if (!report) {
     std::fprintf(stderr, "recompute_sweep: %s\n", report.message().c_str());
@@ -198,7 +198,6 @@ Cell plan_cell(const ModelOptions& model, const Variant& v, size_t budget, CostM
 // One variant's training step, compiled, with its state and one batch of
 // synthetic data.
 struct TimedStep {
-  std::unique_ptr<Backend> backend;
   std::unique_ptr<TrainingProgram> program;
   StateStore state;
   Batch batch;
@@ -206,16 +205,19 @@ struct TimedStep {
   std::vector<double> seconds;  // of the timed steps
 };
 
-std::unique_ptr<TimedStep> compile_step(const ModelOptions& model, const Variant& v,
+std::unique_ptr<TimedStep> compile_timed_step(const ModelOptions& model, const Variant& v,
                                         DataKind data_kind, int threads, size_t budget,
                                         CostModel cost) {
   auto timed = std::make_unique<TimedStep>();
-  timed->backend = make_cpu_backend(threads);
-  const ExecOptions exec{true, false, v.budgeted() ? budget : 0};
-  auto program =
-      TrainingProgram::create(model, 1, sgd(), model.batch, *timed->backend, exec,
-                              StepTechniques{.recompute = v.recompute, .mirror = v.mirror,
-                                             .cost = cost});
+  StepSpec spec;
+  spec.model = model;
+  spec.optimizer = sgd();
+  spec.threads = threads;
+  spec.budget = v.budgeted() ? budget : 0;
+  spec.recompute = v.recompute;
+  spec.mirror = v.mirror;
+  spec.cost = cost;
+  auto program = TrainingProgram::create(spec, model.batch);
   if (!program) {
     std::fprintf(stderr, "recompute_sweep: %s\n", program.message().c_str());
     std::exit(1);
@@ -253,7 +255,7 @@ double median(std::vector<double> seconds) {
 // The median seconds of `steps` training steps after a warm-up step.
 double time_steps(const ModelOptions& model, const Variant& v, DataKind data_kind, int threads,
                   int64_t steps, size_t budget, CostModel cost) {
-  const auto timed = compile_step(model, v, data_kind, threads, budget, cost);
+  const auto timed = compile_timed_step(model, v, data_kind, threads, budget, cost);
   run_step(*timed);  // warms up
   for (int64_t s = 0; s < steps; ++s) timed->seconds.push_back(run_step(*timed));
   return median(timed->seconds);
@@ -273,7 +275,7 @@ void time_interleaved(const ModelOptions& model, const std::vector<Variant>& var
   std::vector<std::unique_ptr<TimedStep>> timed;
   size_t budget = 0;
   for (const Variant& v : variants) {
-    timed.push_back(compile_step(model, v, data_kind, f.threads, budget, f.cost));
+    timed.push_back(compile_timed_step(model, v, data_kind, f.threads, budget, f.cost));
     if (timed.size() == 1 && f.budget_ratio > 0) {
       budget = static_cast<size_t>(static_cast<double>(timed[0]->program->arena_bytes()) /
                                    f.budget_ratio);

@@ -33,11 +33,13 @@ Row run(Swap swap, double link_gbps, int steps, int threads) {
       .name = "resnet-cifar", .batch = 32, .image_size = 32, .depth = 20, .width = 16};
   OptimizerConfig sgd;
   sgd.lr = 0.01f;
-  const auto backend = make_cpu_backend(threads);
-  auto program =
-      TrainingProgram::create(model, 1, sgd, 32, *backend, ExecOptions{true, false, 0, link_gbps},
-                              StepTechniques{.swap = swap})
-          .value();
+  StepSpec spec;
+  spec.model = model;
+  spec.optimizer = sgd;
+  spec.threads = threads;
+  spec.swap = swap;
+  spec.link_gbps = link_gbps;
+  auto program = TrainingProgram::create(spec, 32).value();
   StateStore state;
   program->init_state(state, 1);
   auto data =

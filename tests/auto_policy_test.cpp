@@ -28,6 +28,17 @@ TEST(Policy, NamesRoundTrip) {
   EXPECT_NE(unknown.message().find("none, share, recompute, swap or auto"), std::string::npos);
 }
 
+// The techniques of a spec with `policy` and the strategies given.
+Result<Techniques> resolve_policy(Policy policy, std::optional<Recompute> recompute,
+                                  std::optional<Swap> swap, bool mirror) {
+  StepSpec spec;
+  spec.policy = policy;
+  spec.recompute = recompute;
+  spec.swap = swap;
+  spec.mirror = mirror;
+  return resolve_techniques(spec);
+}
+
 TEST(Policy, ResolvesEachFamily) {
   const auto none = resolve_policy(Policy::none, std::nullopt, std::nullopt, false).value();
   EXPECT_FALSE(none.share);
@@ -82,9 +93,9 @@ constexpr ModelOptions kResnet20{.name = "resnet-cifar", .batch = 32, .depth = 2
 
 PlanRequest request(const ModelOptions& model, size_t budget, double link_gbps) {
   PlanRequest r;
-  r.model = model;
-  r.budget = budget;
-  r.link_gbps = link_gbps;
+  r.step.model = model;
+  r.step.budget = budget;
+  r.step.link_gbps = link_gbps;
   return r;
 }
 
@@ -94,7 +105,7 @@ size_t share_arena(const ModelOptions& model) {
 
 TEST(AutoPolicy, KeepsEverythingWhenTheStepFits) {
   PlanRequest r = request(kResnet20, share_arena(kResnet20), 0);
-  r.auto_policy = true;
+  r.step.policy = Policy::automatic;
   const PlanReport report = plan_training_step(r).value();
   EXPECT_EQ(report.auto_choice, "keep");
   EXPECT_EQ(report.recomputed_nodes, 0u);
@@ -108,13 +119,13 @@ TEST(AutoPolicy, KeepsEverythingWhenTheStepFits) {
 TEST(AutoPolicy, MixesRecomputationAndSwappingUnderASlowLink) {
   const size_t budget = share_arena(kResnet20) / 2;
   PlanRequest r = request(kResnet20, budget, 0.3);
-  r.swap = Swap::budget;
+  r.step.swap = Swap::budget;
   EXPECT_FALSE(plan_training_step(r).is_ok()) << "swapping alone was expected not to fit";
-  r.swap = Swap::none;
-  r.recompute = Recompute::budget;
+  r.step.swap = Swap::none;
+  r.step.recompute = Recompute::budget;
   const PlanReport recompute_only = plan_training_step(r).value();
-  r.recompute = Recompute::none;
-  r.auto_policy = true;
+  r.step.recompute = Recompute::none;
+  r.step.policy = Policy::automatic;
   const PlanReport automatic = plan_training_step(r).value();
   // Its per-tensor choice, or mirror with swapping: both recompute and swap.
   EXPECT_TRUE(automatic.auto_choice == "per-tensor" || automatic.auto_choice == "mirror+swap")
@@ -135,9 +146,9 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
       const std::string what =
           "budget " + std::to_string(fraction) + " of sharing alone, link " + std::to_string(link);
       PlanRequest r = request(kResnet20, budget, link);
-      r.auto_policy = true;
+      r.step.policy = Policy::automatic;
       auto automatic = plan_training_step(r);
-      r.auto_policy = false;
+      r.step.policy.reset();
       struct Family {
         Recompute recompute;
         bool mirror;
@@ -147,9 +158,9 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
                              Family{Recompute::budget, true, Swap::none},
                              Family{Recompute::none, false, Swap::budget},
                              Family{Recompute::none, true, Swap::budget}}) {
-        r.recompute = f.recompute;
-        r.mirror = f.mirror;
-        r.swap = f.swap;
+        r.step.recompute = f.recompute;
+        r.step.mirror = f.mirror;
+        r.step.swap = f.swap;
         auto family = plan_training_step(r);
         if (!family) continue;
         ASSERT_TRUE(automatic.is_ok()) << what << ": " << automatic.message();
@@ -165,14 +176,18 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
 using StepRun = testing::VerifiedStep;
 
 // One optimizer step on the cpu backend, poison mode on, the plan verified.
-StepRun one_step(const ModelOptions& model, const ExecOptions& exec, bool automatic) {
-  return testing::run_verified_step(model, 1, exec, StepTechniques{.auto_policy = automatic});
+StepRun one_step(const ModelOptions& model, size_t budget, double link_gbps, bool automatic) {
+  StepSpec spec = testing::test_spec(model);
+  if (automatic) spec.policy = Policy::automatic;
+  spec.budget = budget;
+  spec.link_gbps = link_gbps;
+  return testing::run_verified_step(spec);
 }
 
 TEST(AutoPolicy, MixedStepIsBitIdentical) {
-  const StepRun plain = one_step(kResnet20, ExecOptions{true, true, 0, 0}, false);
+  const StepRun plain = one_step(kResnet20, 0, 0, false);
   const size_t budget = share_arena(kResnet20) / 2;
-  const StepRun automatic = one_step(kResnet20, ExecOptions{true, true, budget, 0.3}, true);
+  const StepRun automatic = one_step(kResnet20, budget, 0.3, true);
   EXPECT_LE(automatic.arena, budget);
   EXPECT_GT(automatic.recompute.recomputed_nodes, 0u);
   EXPECT_GT(automatic.swap.swapped_values, 0u);
@@ -188,11 +203,11 @@ class AutoGivesTheSameStep : public ::testing::TestWithParam<ModelOptions> {};
 
 TEST_P(AutoGivesTheSameStep, BitForBit) {
   const ModelOptions& model = GetParam();
-  const StepRun plain = one_step(model, ExecOptions{true, true, 0, 0}, false);
+  const StepRun plain = one_step(model, 0, 0, false);
   const size_t budget = plain.arena - 1;
   for (const double link : {0.0, 0.01}) {
     const std::string what = model.name + " --policy auto --link-gbps " + std::to_string(link);
-    const StepRun automatic = one_step(model, ExecOptions{true, true, budget, link}, true);
+    const StepRun automatic = one_step(model, budget, link, true);
     EXPECT_LE(automatic.arena, budget) << what;
     EXPECT_GT(automatic.recompute.recomputed_nodes + automatic.swap.swapped_values, 0u) << what;
     testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,

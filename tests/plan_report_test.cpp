@@ -158,8 +158,8 @@ bool tags_balanced(const std::string& svg) {
 
 PlanRequest lenet_request() {
   PlanRequest request;
-  request.model.name = "lenet";
-  request.model.batch = 64;
+  request.step.model.name = "lenet";
+  request.step.model.batch = 64;
   return request;
 }
 
@@ -245,14 +245,12 @@ TEST(PlanTrainingStep, IsWhatTrainingAllocates) {
   for (int64_t accumulate : {1, 3}) {
     for (auto kind : {OptimizerConfig::Kind::sgd, OptimizerConfig::Kind::adamw}) {
       PlanRequest request = lenet_request();
-      request.accumulate = accumulate;
-      request.optimizer.kind = kind;
+      request.step.accumulate = accumulate;
+      request.step.optimizer.kind = kind;
       auto report = plan_training_step(request);
       ASSERT_TRUE(report.is_ok()) << report.message();
       expect_consistent(*report);
-      const auto backend = make_backend("cpu", 0);
-      auto program =
-          TrainingProgram::create({.name = "lenet", .batch = 64}, accumulate, request.optimizer, 8, *backend);
+      auto program = TrainingProgram::create(request.step, 8);
       ASSERT_TRUE(program.is_ok()) << program.message();
       const MemoryPlan& plan = (*program)->step_executable().plan();
       EXPECT_EQ(report->arena_bytes, plan.arena_bytes);
@@ -269,12 +267,11 @@ TEST(PlanTrainingStep, PlansForTheTrainingThreadCount) {
                            .width = 8};
   for (int threads : {1, 2}) {
     PlanRequest request;
-    request.model = model;
-    request.threads = threads;
+    request.step.model = model;
+    request.step.threads = threads;
     auto report = plan_training_step(request);
     ASSERT_TRUE(report.is_ok()) << report.message();
-    const auto backend = make_backend("cpu", threads);
-    auto program = TrainingProgram::create(model, 1, request.optimizer, 2, *backend);
+    auto program = TrainingProgram::create(request.step, 2);
     ASSERT_TRUE(program.is_ok()) << program.message();
     EXPECT_EQ(report->arena_bytes, (*program)->step_executable().plan().arena_bytes)
         << threads << " threads";
@@ -288,9 +285,9 @@ TEST(PlanTrainingStep, ZooArenasAreNearTheLowerBound) {
     for (int64_t batch : {1, 64, 256}) {
       for (auto kind : {OptimizerConfig::Kind::sgd, OptimizerConfig::Kind::adamw}) {
         PlanRequest request = lenet_request();
-        request.model.name = model;
-        request.model.batch = batch;
-        request.optimizer.kind = kind;
+        request.step.model.name = model;
+        request.step.model.batch = batch;
+        request.step.optimizer.kind = kind;
         auto report = plan_training_step(request);
         ASSERT_TRUE(report.is_ok()) << report.message();
         EXPECT_LE(static_cast<double>(report->arena_bytes),
@@ -308,7 +305,7 @@ TEST(PlanTrainingStep, PhasesFollowTheGraphsParts) {
   for (const Node& node : model.graph.nodes()) forward.insert(node.name);
   for (int64_t accumulate : {1, 2}) {
     PlanRequest request = lenet_request();
-    request.accumulate = accumulate;
+    request.step.accumulate = accumulate;
     const PlanReport report = plan_training_step(request).value();
     // Forward: the model's own nodes. Update: per parameter, the optimizer
     // node, and with accumulation also the sum and the accumulator's reset.
@@ -325,7 +322,7 @@ TEST(PlanTrainingStep, PhasesFollowTheGraphsParts) {
 TEST(PlanTrainingStep, WithoutSharingEveryBufferHasItsOwnBytes) {
   PlanRequest request = lenet_request();
   const PlanReport shared = plan_training_step(request).value();
-  request.share = false;
+  request.step.share = false;
   const PlanReport alone = plan_training_step(request).value();
   expect_consistent(alone);
   EXPECT_EQ(alone.arena_bytes, alone.no_sharing_bytes);
@@ -336,9 +333,9 @@ TEST(PlanTrainingStep, WithoutSharingEveryBufferHasItsOwnBytes) {
 TEST(PlanTrainingStep, ABudgetBelowTheArenaIsAnError) {
   PlanRequest request = lenet_request();
   const size_t arena = plan_training_step(request).value().arena_bytes;
-  request.budget = arena;
+  request.step.budget = arena;
   EXPECT_TRUE(plan_training_step(request).is_ok());
-  request.budget = arena - 1;
+  request.step.budget = arena - 1;
   auto over = plan_training_step(request);
   ASSERT_FALSE(over.is_ok());
   // No strategy does better than lenet's own plan: it is the smallest budget.
@@ -349,16 +346,16 @@ TEST(PlanTrainingStep, ABudgetBelowTheArenaIsAnError) {
 
 TEST(PlanTrainingStep, RejectsBadRequests) {
   PlanRequest request = lenet_request();
-  request.model.name = "nonexistent";
+  request.step.model.name = "nonexistent";
   EXPECT_FALSE(plan_training_step(request).is_ok());
   request = lenet_request();
-  request.model.batch = 0;
+  request.step.model.batch = 0;
   EXPECT_FALSE(plan_training_step(request).is_ok());
   request = lenet_request();
-  request.accumulate = 0;
+  request.step.accumulate = 0;
   EXPECT_FALSE(plan_training_step(request).is_ok());
   request = lenet_request();
-  request.backend = "tpu";
+  request.step.backend = "tpu";
   auto bad = plan_training_step(request);
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.message().find("unknown backend"), std::string::npos);
@@ -407,11 +404,11 @@ TEST(PlanReportJson, IsOneObjectWithTheReportsNumbers) {
 
 TEST(PlanReportJson, EscapesNames) {
   PlanRequest request = lenet_request();
-  request.model.name = "odd \"model\"\\";
+  request.step.model.name = "odd \"model\"\\";
   PlanReport report;
   report.timeline.push_back({0, "tab\there\nnewline", Phase::backward, 64});
   const Json json = parse_json(plan_report_json(request, report));
-  EXPECT_EQ(json.fields.at("model").text, request.model.name);
+  EXPECT_EQ(json.fields.at("model").text, request.step.model.name);
   EXPECT_EQ(json.fields.at("timeline").items.at(0).fields.at("node").text, "tab\there\nnewline");
 }
 

@@ -168,10 +168,12 @@ struct StepRun {
 // `accumulate` micro-batches on the cpu backend with poison mode on.
 StepRun run_steps(const ModelOptions& model, int64_t accumulate, Recompute recompute, bool mirror,
                   size_t budget) {
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(
-      model, accumulate, sgd(), 2, *backend, ExecOptions{true, true, budget},
-      StepTechniques{.recompute = recompute, .mirror = mirror, .milp_seconds = kMilpSeconds});
+  StepSpec spec = testing::test_spec(model, accumulate);
+  spec.recompute = recompute;
+  spec.mirror = mirror;
+  spec.milp_seconds = kMilpSeconds;
+  spec.budget = budget;
+  auto program = TrainingProgram::create(spec, 2, true);
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;
@@ -203,13 +205,13 @@ TEST_P(OptimalMirrorSteps, AreBitIdenticalUnderTheSmallestArena) {
       c.model.name + " " + std::string(name_of(c.recompute)) + "+mirror";
   const StepRun plain = run_steps(c.model, c.accumulate, Recompute::none, false, 0);
   PlanRequest request;
-  request.model = c.model;
-  request.accumulate = c.accumulate;
-  request.optimizer = sgd();
-  request.recompute = c.recompute;
-  request.mirror = true;
-  request.milp_seconds = kMilpSeconds;
-  request.budget = 1;
+  request.step.model = c.model;
+  request.step.accumulate = c.accumulate;
+  request.step.optimizer = sgd();
+  request.step.recompute = c.recompute;
+  request.step.mirror = true;
+  request.step.milp_seconds = kMilpSeconds;
+  request.step.budget = 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok()) << what;
   const size_t smallest = testing::smallest_arena_in(refused.message());

@@ -80,8 +80,8 @@ TEST(RecomputeCuts, ALoneMultiValueCutBetweenSingleOnesIsNoCandidate) {
 // state: what grows with the sequence.
 size_t activation_bytes(int64_t seq_len, Recompute recompute) {
   PlanRequest request;
-  request.model = {.name = "lstm-lm", .batch = 4, .width = 16, .seq_len = seq_len, .vocab = 512};
-  request.recompute = recompute;
+  request.step.model = {.name = "lstm-lm", .batch = 4, .width = 16, .seq_len = seq_len, .vocab = 512};
+  request.step.recompute = recompute;
   auto report = plan_training_step(request);
   EXPECT_TRUE(report.is_ok()) << report.message();
   if (!report.is_ok()) return 0;

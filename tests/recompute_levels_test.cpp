@@ -218,7 +218,7 @@ TEST(RecomputeLevels, MirrorAloneClonesOnlyCheapOpsWithOneForwardReader) {
 // another strategy meets, the error names that strategy.
 TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   PlanRequest request;
-  request.model = {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20};
+  request.step.model = {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20};
   size_t smallest = SIZE_MAX, largest = 0;
   std::string smallest_flags;
   Recompute smallest_recompute = Recompute::none;
@@ -228,22 +228,22 @@ TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   for (const std::string name : {"none", "sqrt", "budget", "recursive", "optimal"}) {
     for (bool mirror : {false, true}) {
       if (mirror && name == "optimal") continue;
-      request.recompute = parse_name<Recompute>(name).value();
-      request.mirror = mirror;
+      request.step.recompute = parse_name<Recompute>(name).value();
+      request.step.mirror = mirror;
       auto report = plan_training_step(request);
       ASSERT_TRUE(report.is_ok()) << report.message();
       largest = std::max(largest, report->arena_bytes);
       if (report->arena_bytes < smallest) {
         smallest = report->arena_bytes;
         smallest_flags = "--recompute " + name + (mirror ? " --mirror" : "");
-        smallest_recompute = request.recompute;
+        smallest_recompute = *request.step.recompute;
         smallest_mirror = mirror;
       }
     }
   }
-  request.recompute = Recompute::none;
-  request.mirror = false;
-  request.budget = smallest - 1;
+  request.step.recompute = Recompute::none;
+  request.step.mirror = false;
+  request.step.budget = smallest - 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("no strategy fits"), std::string::npos) << refused.message();
@@ -252,12 +252,12 @@ TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
       << refused.message();
   EXPECT_NE(refused.message().find(smallest_flags), std::string::npos) << refused.message();
   // The smallest budget that can be met is met.
-  request.budget = smallest;
+  request.step.budget = smallest;
   auto fits = plan_training_step(request);
   ASSERT_FALSE(fits.is_ok());  // none does not fit ...
   EXPECT_NE(fits.message().find(smallest_flags + " fits in"), std::string::npos) << fits.message();
-  request.recompute = smallest_recompute;
-  request.mirror = smallest_mirror;
+  request.step.recompute = smallest_recompute;
+  request.step.mirror = smallest_mirror;
   auto met = plan_training_step(request);
   ASSERT_TRUE(met.is_ok()) << met.message();  // ... the strategy it names does
   EXPECT_EQ(met->arena_bytes, smallest);

@@ -185,10 +185,11 @@ constexpr double kMilpSeconds = 0.5;
 // One optimizer step on the cpu backend with poison mode on, under `budget`.
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recompute,
                  size_t budget = 0) {
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(
-      model, accumulate, sgd(), 2, *backend, ExecOptions{true, true, budget},
-      StepTechniques{.recompute = recompute, .milp_seconds = kMilpSeconds});
+  StepSpec spec = testing::test_spec(model, accumulate);
+  spec.recompute = recompute;
+  spec.milp_seconds = kMilpSeconds;
+  spec.budget = budget;
+  auto program = TrainingProgram::create(spec, 2, true);
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;
@@ -223,12 +224,12 @@ TEST_P(StepsAreBitIdentical, UnderTheSmallestArena) {
   const StepRun plain = one_step(c.model, c.accumulate, Recompute::none);
   // Under the smallest arena the strategy reaches, so that it recomputes.
   PlanRequest request;
-  request.model = c.model;
-  request.accumulate = c.accumulate;
-  request.optimizer = sgd();
-  request.recompute = c.recompute;
-  request.milp_seconds = kMilpSeconds;
-  request.budget = 1;
+  request.step.model = c.model;
+  request.step.accumulate = c.accumulate;
+  request.step.optimizer = sgd();
+  request.step.recompute = c.recompute;
+  request.step.milp_seconds = kMilpSeconds;
+  request.step.budget = 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok()) << what;
   const size_t smallest = testing::smallest_arena_in(refused.message());
@@ -256,17 +257,17 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StepsAreBitIdentical,
 TEST(Optimal, AnUnmeetableBudgetNamesTheSmallestArenaWhichFits) {
   PlanRequest request;
   // At batch 4 (not 2) recomputation lowers the arena of this tiny ResNet.
-  request.model = {.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 20};
-  request.recompute = Recompute::optimal;
-  request.budget = 1024;
+  request.step.model = {.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 20};
+  request.step.recompute = Recompute::optimal;
+  request.step.budget = 1024;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   const std::string& message = refused.message();
-  request.budget = testing::smallest_arena_in(message);
-  ASSERT_GT(request.budget, 0u) << message;
+  request.step.budget = testing::smallest_arena_in(message);
+  ASSERT_GT(request.step.budget, 0u) << message;
   auto met = plan_training_step(request);
   ASSERT_TRUE(met.is_ok()) << met.message() << "\nafter: " << message;
-  EXPECT_LE(met->arena_bytes, request.budget);
+  EXPECT_LE(met->arena_bytes, request.step.budget);
   EXPECT_GT(met->recomputed_nodes, 0u);
   EXPECT_GT(met->predicted_recompute_seconds, 0.0);
   EXPECT_GT(met->predicted_step_seconds, met->predicted_recompute_seconds);

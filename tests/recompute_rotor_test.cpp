@@ -211,20 +211,21 @@ TEST(RotorOptimal, MeetsRecursivesArenaOnALongChainWithLessRecomputation) {
 TEST(RotorOptimal, NestedStepIsBitIdenticalUnderTheSmallestArena) {
   const ModelOptions model{
       .name = "resnet-cifar", .batch = 4, .image_size = 8, .depth = 29, .width = 2};
-  const ExecOptions poison{true, true, 0};
-  const testing::VerifiedStep plain = testing::run_verified_step(model, 1, poison, {});
+  const testing::VerifiedStep plain = testing::run_verified_step(testing::test_spec(model));
   PlanRequest request;
-  request.model = model;
-  request.recompute = Recompute::optimal;
-  request.cost = CostModel::roofline;
-  request.budget = 1;
+  request.step.model = model;
+  request.step.recompute = Recompute::optimal;
+  request.step.cost = CostModel::roofline;
+  request.step.budget = 1;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   const size_t smallest = testing::smallest_arena_in(refused.message());
   ASSERT_GT(smallest, 0u) << refused.message();
-  const testing::VerifiedStep nested = testing::run_verified_step(
-      model, 1, ExecOptions{true, true, smallest},
-      StepTechniques{.recompute = Recompute::optimal, .cost = CostModel::roofline});
+  StepSpec spec = testing::test_spec(model);
+  spec.recompute = Recompute::optimal;
+  spec.cost = CostModel::roofline;
+  spec.budget = smallest;
+  const testing::VerifiedStep nested = testing::run_verified_step(spec);
   EXPECT_LE(nested.arena, smallest);
   EXPECT_GT(nested.recompute.levels, 0u);
   testing::expect_identical_steps(plain.losses, plain.state, nested.losses, nested.state,

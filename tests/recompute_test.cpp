@@ -48,10 +48,9 @@ struct StepRun {
 // One optimizer step of `accumulate` micro-batches on the cpu backend with
 // poison mode on; the step graph and its plan are verified first.
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recompute) {
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(model, accumulate, sgd(), 2, *backend,
-                                         ExecOptions{true, true, 0},
-                                         StepTechniques{.recompute = recompute});
+  StepSpec spec = testing::test_spec(model, accumulate);
+  spec.recompute = recompute;
+  auto program = TrainingProgram::create(spec, 2, true);
   EXPECT_TRUE(program.is_ok()) << program.message();
   StepRun run;
   if (!program) return run;
@@ -94,8 +93,8 @@ TEST_P(StrategiesGiveTheSameStep, BitForBit) {
     const StepRun run = one_step(c.model, c.accumulate, r);
     expect_identical(plain, run, what);
     // The plan `memfit plan` reports is the arena training allocates.
-    PlanRequest request{.model = c.model, .accumulate = c.accumulate, .optimizer = sgd()};
-    request.recompute = r;
+    PlanRequest request{testing::test_spec(c.model, c.accumulate)};
+    request.step.recompute = r;
     auto report = plan_training_step(request);
     ASSERT_TRUE(report.is_ok()) << report.message();
     EXPECT_EQ(report->arena_bytes, run.arena) << what;
@@ -201,8 +200,7 @@ struct ResNetStep {
 ResNetStep resnet_step() {
   ResNetStep s;
   s.graph = build_step_graph(s.model, 1, sgd(), UpdateMode::apply, nullptr).value();
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(s.model, 1, sgd(), 2, *backend).value();
+  auto program = TrainingProgram::create(testing::test_spec(s.model), 2).value();
   program->init_state(s.initial, 7);
   return s;
 }
@@ -359,34 +357,34 @@ TEST(Recompute, GreedyKeepsACandidateWhenItsSegmentPassesTheBudget) {
 
 TEST(Recompute, SqrtAndBudgetShrinkTheArenaOfADeepResNet) {
   PlanRequest request;
-  request.model = {.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 56};
+  request.step.model = {.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 56};
   auto plain = plan_training_step(request);
   ASSERT_TRUE(plain.is_ok()) << plain.message();
-  request.recompute = Recompute::sqrt;
+  request.step.recompute = Recompute::sqrt;
   auto sqrt = plan_training_step(request);
   ASSERT_TRUE(sqrt.is_ok()) << sqrt.message();
   EXPECT_LT(sqrt->arena_bytes, plain->arena_bytes);
   EXPECT_GT(sqrt->recomputed_nodes, 0u);
   EXPECT_EQ(sqrt->num_nodes, plain->num_nodes + sqrt->recomputed_nodes);
-  request.recompute = Recompute::budget;
+  request.step.recompute = Recompute::budget;
   auto budget = plan_training_step(request);
   ASSERT_TRUE(budget.is_ok()) << budget.message();
   EXPECT_LT(budget->arena_bytes, plain->arena_bytes);
 
   // Under a memory budget, the least recomputation that fits: the plain plan
   // when it fits; a recomputing one when only that fits.
-  request.budget = plain->arena_bytes;
+  request.step.budget = plain->arena_bytes;
   auto roomy = plan_training_step(request);
   ASSERT_TRUE(roomy.is_ok()) << roomy.message();
   EXPECT_EQ(roomy->recomputed_nodes, 0u);
-  request.budget = budget->arena_bytes;
+  request.step.budget = budget->arena_bytes;
   auto tight = plan_training_step(request);
   ASSERT_TRUE(tight.is_ok()) << tight.message();
-  EXPECT_LE(tight->arena_bytes, request.budget);
+  EXPECT_LE(tight->arena_bytes, request.step.budget);
   EXPECT_GT(tight->recomputed_nodes, 0u);
   // Too tight: the error names the smallest arena any strategy reaches, at
   // most the budget strategy's (recompute_levels_test checks it is the least).
-  request.budget = 1024;
+  request.step.budget = 1024;
   auto refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("no strategy fits"), std::string::npos)

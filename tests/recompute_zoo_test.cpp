@@ -38,13 +38,14 @@ struct StepRun {
 // set instead of a test failure when milp refuses the model as too large.
 StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror, size_t budget = 0,
                  bool* refused = nullptr) {
-  const auto backend = make_cpu_backend(2);
-  auto program = TrainingProgram::create(model, 1, sgd(), model.batch, *backend,
-                                         ExecOptions{true, true, budget},
-                                         StepTechniques{.recompute = recompute,
-                                                        .mirror = mirror,
-                                                        .cost = CostModel::roofline,
-                                                        .milp_seconds = 1});
+  StepSpec spec = testing::test_spec(model);
+  spec.threads = 2;
+  spec.recompute = recompute;
+  spec.mirror = mirror;
+  spec.cost = CostModel::roofline;
+  spec.milp_seconds = 1;
+  spec.budget = budget;
+  auto program = TrainingProgram::create(spec, model.batch, true);
   StepRun run;
   if (refused) {
     *refused = !program && program.message().find("at most") != std::string::npos;
@@ -104,13 +105,13 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
     size_t budget = 0;
     if ((v.recompute == Recompute::optimal || v.recompute == Recompute::milp) && !v.mirror) {
       PlanRequest request;
-      request.model = model;
-      request.optimizer = sgd();
-      request.recompute = v.recompute;
-      request.mirror = v.mirror;
-      request.cost = CostModel::roofline;
-      request.milp_seconds = 1;
-      request.budget = 1;
+      request.step.model = model;
+      request.step.optimizer = sgd();
+      request.step.recompute = v.recompute;
+      request.step.mirror = v.mirror;
+      request.step.cost = CostModel::roofline;
+      request.step.milp_seconds = 1;
+      request.step.budget = 1;
       auto planned = plan_training_step(request);
       ASSERT_FALSE(planned.is_ok()) << what;
       if (planned.message().find("at most") != std::string::npos) continue;  // milp: too large

@@ -37,8 +37,10 @@ using StepRun = testing::VerifiedStep;
 // `.momentum` holds exactly the parameter's gradient, so comparing the state
 // compares gradients).
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, double link_gbps) {
-  return testing::run_verified_step(model, accumulate, ExecOptions{true, true, 0, link_gbps},
-                                    StepTechniques{.swap = swap});
+  StepSpec spec = testing::test_spec(model, accumulate);
+  spec.swap = swap;
+  spec.link_gbps = link_gbps;
+  return testing::run_verified_step(spec);
 }
 
 // Bit-identical losses and state (parameters, gradients, running statistics).
@@ -216,7 +218,9 @@ TEST(SwapPlan, HostPoolWithoutSharingIsTheSumOfTheSwappedValues) {
                    .value();
   for (bool share : {false, true}) {
     const ExecOptions exec{share, false, 0, 0};
-    SwappedGraph swapped = swap_step_graph(step, Swap::budget, *backend, exec).value();
+    PolicyContext context;
+    context.plan = step_planner(*backend, share);
+    SwappedGraph swapped = swap_step_graph(step, Swap::budget, context).value();
     auto prepared = Executable::prepare(swapped.graph, *backend, exec).value();
     const Graph& g = prepared->graph();
     size_t sum = 0, largest = 0, copies = 0;
@@ -241,20 +245,20 @@ TEST(SwapPlan, HostPoolWithoutSharingIsTheSumOfTheSwappedValues) {
 
 TEST(SwapPlan, BudgetPolicySwapsTheFewestThatFitAndNamesTheSmallestArena) {
   PlanRequest request;
-  request.model = {.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
-  request.optimizer = sgd();
+  request.step.model = {.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
+  request.step.optimizer = sgd();
   const PlanReport plain = plan_training_step(request).value();
-  request.swap = Swap::budget;
+  request.step.swap = Swap::budget;
   const PlanReport all = plan_training_step(request).value();
   EXPECT_LT(all.arena_bytes, plain.arena_bytes);
   EXPECT_EQ(all.swapped_values, all.swap_candidates);
   // Halfway between: fits with fewer swapped values than all of them.
-  request.budget = (plain.arena_bytes + all.arena_bytes) / 2;
+  request.step.budget = (plain.arena_bytes + all.arena_bytes) / 2;
   const PlanReport some = plan_training_step(request).value();
-  EXPECT_LE(some.arena_bytes, request.budget);
+  EXPECT_LE(some.arena_bytes, request.step.budget);
   EXPECT_GT(some.swapped_values, 0u);
   EXPECT_LT(some.swapped_values, all.swapped_values);
-  request.budget = all.arena_bytes / 2;
+  request.step.budget = all.arena_bytes / 2;
   const Result<PlanReport> refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("the smallest arena this plan reaches is " +
@@ -299,25 +303,25 @@ output %b
 
 TEST(MaxBatch, SwappingFitsALargerBatch) {
   PlanRequest request;
-  request.model = {.name = "resnet-cifar", .image_size = 16, .depth = 11};
-  request.optimizer = sgd();
-  request.budget = size_t{12} << 20;
+  request.step.model = {.name = "resnet-cifar", .image_size = 16, .depth = 11};
+  request.step.optimizer = sgd();
+  request.step.budget = size_t{12} << 20;
   const MaxBatchReport shared = find_max_batch(request).value();
-  request.swap = Swap::budget;
+  request.step.swap = Swap::budget;
   const MaxBatchReport swapped = find_max_batch(request).value();
   EXPECT_GT(shared.max_batch, 1);
   EXPECT_GT(swapped.max_batch, shared.max_batch);
-  EXPECT_LE(swapped.plan.arena_bytes, request.budget);
+  EXPECT_LE(swapped.plan.arena_bytes, request.step.budget);
   EXPECT_GT(swapped.plan.host_bytes, 0u);
   EXPECT_GT(swapped.plan.predicted_step_seconds, 0.0);
   // The next batch does not fit.
   PlanRequest next = request;
-  next.model.batch = swapped.max_batch + 1;
+  next.step.model.batch = swapped.max_batch + 1;
   EXPECT_FALSE(plan_training_step(next).is_ok());
   const std::string json = max_batch_json(request, swapped);
   EXPECT_NE(json.find("\"max_batch\": " + std::to_string(swapped.max_batch)), std::string::npos);
   EXPECT_NE(json.find("\"predicted_step_seconds\": "), std::string::npos);
-  request.budget = 1024;
+  request.step.budget = 1024;
   const Result<MaxBatchReport> none = find_max_batch(request);
   ASSERT_FALSE(none.is_ok());
   EXPECT_NE(none.message().find("even batch 1 does not fit"), std::string::npos);

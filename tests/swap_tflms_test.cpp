@@ -27,8 +27,10 @@ using StepRun = testing::VerifiedStep;
 // One optimizer step on the cpu backend, poison mode on, after verifying the
 // step graph and its plan.
 StepRun one_step(const ModelOptions& model, Swap swap, const TflmsOptions& tflms) {
-  return testing::run_verified_step(model, 1, ExecOptions{true, true, 0, 0},
-                                    StepTechniques{.swap = swap, .tflms = tflms});
+  StepSpec spec = testing::test_spec(model);
+  spec.swap = swap;
+  spec.tflms = tflms;
+  return testing::run_verified_step(spec);
 }
 
 }  // namespace
@@ -314,21 +316,21 @@ TEST(TflmsPlacement, BranchSwapInsideTheForwardPassPlansAndComputesTheSame) {
 
 TEST(TflmsPlan, KnobsNeedTflmsAndSensibleBounds) {
   PlanRequest request;
-  request.model = {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11};
-  request.tflms.lb = 2;
-  request.swap = Swap::budget;
+  request.step.model = {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11};
+  request.step.tflms.lb = 2;
+  request.step.swap = Swap::budget;
   Result<PlanReport> refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("apply only to --swap tflms"), std::string::npos);
-  request.swap = Swap::tflms;
-  request.tflms.ub = 1;
+  request.step.swap = Swap::tflms;
+  request.step.tflms.ub = 1;
   refused = plan_training_step(request);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("--swap-ub (1) must be at least --swap-lb (2)"),
             std::string::npos);
-  request.tflms = {};
+  request.step.tflms = {};
   const PlanReport all = plan_training_step(request).value();
-  request.tflms.n_tensors = 3;
+  request.step.tflms.n_tensors = 3;
   const PlanReport three = plan_training_step(request).value();
   EXPECT_GT(all.swapped_values, 3u);
   EXPECT_EQ(three.swapped_values, 3u);

@@ -129,12 +129,16 @@ std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t
   return losses;
 }
 
-VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
-                               const ExecOptions& exec, const StepTechniques& techniques) {
-  OptimizerConfig sgd;
-  sgd.lr = 0.1f;
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create(model, accumulate, sgd, 2, *backend, exec, techniques);
+StepSpec test_spec(const ModelOptions& model, int64_t accumulate) {
+  StepSpec spec;
+  spec.model = model;
+  spec.accumulate = accumulate;
+  spec.optimizer.lr = 0.1f;
+  return spec;
+}
+
+VerifiedStep run_verified_step(const StepSpec& spec, bool poison) {
+  auto program = TrainingProgram::create(spec, 2, poison);
   EXPECT_TRUE(program.is_ok()) << program.message();
   VerifiedStep run;
   if (!program) return run;
@@ -147,7 +151,7 @@ VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
   run.arena = exe.plan().arena_bytes;
   run.host = exe.plan().host_bytes;
   (*program)->init_state(run.state, 7);
-  run.losses = run_synthetic_micro_batches(**program, accumulate, run.state);
+  run.losses = run_synthetic_micro_batches(**program, spec.accumulate, run.state);
   return run;
 }
 

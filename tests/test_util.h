@@ -85,8 +85,11 @@ DataKind data_kind(const std::string& model);
 std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t accumulate,
                                                StateStore& state);
 
-// One optimizer step of `accumulate` micro-batches (SGD, learning rate 0.1,
-// evaluation batch 2) on the cpu backend, as `exec` and `techniques` say,
+// The step the tests run unless they say otherwise: `model`, SGD with
+// learning rate 0.1, the cpu backend.
+StepSpec test_spec(const ModelOptions& model, int64_t accumulate = 1);
+
+// One optimizer step of `spec` (evaluation batch 2), poison mode as given,
 // after verifying the step graph and its plan (failures are test failures),
 // from parameters initialized with seed 7.
 struct VerifiedStep {
@@ -97,8 +100,7 @@ struct VerifiedStep {
   size_t arena = 0;
   size_t host = 0;
 };
-VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
-                               const ExecOptions& exec, const StepTechniques& techniques);
+VerifiedStep run_verified_step(const StepSpec& spec, bool poison = true);
 
 // The bytes after "the smallest arena this plan reaches is " in a budget
 // error (plan_training_step's); 0 when it is not there.

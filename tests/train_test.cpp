@@ -19,8 +19,11 @@ namespace {
 // 4 accumulated micro-batches of 8.
 StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& optimizer,
                     const std::vector<float>& images, const std::vector<int32_t>& labels) {
-  const auto backend = make_cpu_backend();
-  auto program = TrainingProgram::create({.name = "lenet", .batch = batch}, accumulate, optimizer, 8, *backend).value();
+  StepSpec spec;
+  spec.model = {.name = "lenet", .batch = batch};
+  spec.accumulate = accumulate;
+  spec.optimizer = optimizer;
+  auto program = TrainingProgram::create(spec, 8).value();
   StateStore state;
   program->init_state(state, 17);
   StepCounters counters;
@@ -79,12 +82,12 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatch) {
 
 TrainOptions small_run(const std::string& model) {
   TrainOptions o;
-  o.model.name = model;
-  o.model.batch = 50;
+  o.step.model.name = model;
+  o.step.model.batch = 50;
   o.limit = 1000;  // 20 micro-batches an epoch, 1000 test images
-  o.accumulate = 2;
-  o.optimizer.kind = OptimizerConfig::Kind::adamw;
-  o.optimizer.lr = 1e-3f;
+  o.step.accumulate = 2;
+  o.step.optimizer.kind = OptimizerConfig::Kind::adamw;
+  o.step.optimizer.lr = 1e-3f;
   o.seed = 5;
   o.log_every = 1000;
   return o;
@@ -138,7 +141,7 @@ TEST(Resume, RefusesBadCheckpoints) {
 
   // Another optimizer: its state is missing from the checkpoint.
   TrainOptions sgd = small_run("lenet");
-  sgd.optimizer.kind = OptimizerConfig::Kind::sgd;
+  sgd.step.optimizer.kind = OptimizerConfig::Kind::sgd;
   sgd.resume_path = path;
   EXPECT_FALSE(train(sgd, quiet).is_ok());
 
@@ -156,10 +159,10 @@ TEST(Resume, RefusesBadCheckpoints) {
 
 TEST(Train, RejectsBadOptions) {
   TrainOptions o = small_run("lenet");
-  o.accumulate = 0;
+  o.step.accumulate = 0;
   EXPECT_FALSE(train(o, quiet).is_ok());
   o = small_run("lenet");
-  o.model.name = "nonexistent";
+  o.step.model.name = "nonexistent";
   auto unknown = train(o, quiet);
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.message().find("unknown model"), std::string::npos);
@@ -184,7 +187,7 @@ TEST(PlannedMemory, GivesBitIdenticalLossesWithPoison) {
     planned.epochs = 1;
     planned.poison = true;
     TrainOptions unplanned = planned;
-    unplanned.plan = false;
+    unplanned.step.share = false;
     unplanned.poison = false;
     const auto a = train(planned, quiet).value();
     const auto b = train(unplanned, quiet).value();

@@ -41,8 +41,11 @@ float mean(const std::vector<float>& v, size_t begin, size_t end) {
 
 void expect_learns(const Case& c) {
   const ModelOptions& o = c.options;
-  const auto backend = make_cpu_backend(2);
-  auto program = TrainingProgram::create(o, 1, c.optimizer, o.batch, *backend);
+  StepSpec spec;
+  spec.model = o;
+  spec.optimizer = c.optimizer;
+  spec.threads = 2;
+  auto program = TrainingProgram::create(spec, o.batch);
   ASSERT_TRUE(program.is_ok()) << program.message();
   auto data = synthetic_source(testing::data_kind(o.name), (*program)->model(), c.steps * o.batch, o.batch, 9);
   ASSERT_TRUE(data.is_ok()) << data.message();

@@ -132,8 +132,9 @@ int main(int argc, char** argv) {
     feeds[v.name] = ints.data();
   }
 
-  const auto backend = make_backend(backend_name, threads);
-  auto exe = Executable::compile(std::move(step), *backend);
+  auto backend = make_backend(backend_name, threads);
+  if (!backend) return fail(backend.message());
+  auto exe = Executable::compile(std::move(step), **backend);
   if (!exe) return fail(exe.message());
   auto result = (*exe)->run(state, feeds, StepContext{});
   if (!result) return fail(result.message());

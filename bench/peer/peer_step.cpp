@@ -54,13 +54,13 @@ size_t peak_rss_bytes() {
 
 // Parameters and state as the model's Init says, drawn like
 // TrainingProgram::init_state; optimizer state at zero.
-void init_state(const Graph& graph, const Model& model, StateStore& state) {
+void init_state(const std::vector<std::pair<std::string, Shape>>& persistent, const Model& model,
+                StateStore& state) {
   uint64_t key = 0;
-  for (const Value& v : graph.values()) {
-    if (v.producer.valid() || !is_persistent(v.role)) continue;
-    std::vector<float>& data = state[v.name];
-    data.assign(static_cast<size_t>(num_elements(v.type.shape)), 0.0f);
-    auto it = model.init.find(v.name);
+  for (const auto& [name, shape] : persistent) {
+    std::vector<float>& data = state[name];
+    data.assign(static_cast<size_t>(num_elements(shape)), 0.0f);
+    auto it = model.init.find(name);
     ++key;
     if (it == model.init.end()) continue;
     for (size_t i = 0; i < data.size(); ++i) {
@@ -131,20 +131,21 @@ int main(int argc, char** argv) {
   }
 
   if (options.name.empty()) return fail("--model is required");
-  const auto backend = make_cpu_backend(threads);
-  OptimizerConfig sgd;
-  sgd.lr = lr;
-  Model model;
-  auto step = build_step_graph(options, 1, sgd, UpdateMode::apply, &model);
-  if (!step) return fail(step.message());
-  const ExecOptions exec{!no_sharing, false, 0};
-  auto recomputed = recompute_step_graph(std::move(*step), parse_name<Recompute>(recompute_text).value(),
-                                         *backend, exec);
-  if (!recomputed) return fail(recomputed.message());
+  StepSpec spec;
+  spec.model = options;
+  spec.optimizer.lr = lr;
+  spec.threads = threads;
+  spec.share = !no_sharing;
+  auto recompute = parse_name<Recompute>(recompute_text);
+  if (!recompute) return fail(recompute.message());
+  spec.recompute = *recompute;
+  auto compiled = compile_step(spec);
+  if (!compiled) return fail(compiled.message());
+  const Model& model = compiled->model;
+  std::unique_ptr<Executable> exe = std::move(compiled->apply);
+  exe->allocate();
   StateStore state;
-  init_state(recomputed->graph, model, state);
-  auto exe = Executable::compile(std::move(recomputed->graph), *backend, exec);
-  if (!exe) return fail(exe.message());
+  init_state(compiled->persistent, model, state);
 
   auto data = synthetic_source(data_kind(options.name), model, kBatches * options.batch, 1, 5);
   if (!data) return fail(data.message());
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
     const Batch& batch = batches[static_cast<size_t>(steps % kBatches)];
     const auto start = std::chrono::steady_clock::now();
     MEMFIT_ASSIGN_OR_RETURN(StepResult result,
-                            (*exe)->run(state, batch.feeds(), StepContext{5, steps, steps, 1.0f}));
+                            exe->run(state, batch.feeds(), StepContext{5, steps, steps, 1.0f}));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++steps;
@@ -177,9 +178,9 @@ int main(int argc, char** argv) {
     auto s = run_step();
     if (!s) return fail(s.message());
   }
-  const size_t arena = (*exe)->plan().arena_bytes;
+  const size_t arena = exe->plan().arena_bytes;
   std::printf("{\"ready\": true, \"arena_bytes\": %zu, \"nodes\": %zu}\n", arena,
-              (*exe)->graph().num_nodes());
+              exe->graph().num_nodes());
   std::fflush(stdout);
 
   std::string line;
