@@ -121,10 +121,10 @@ TEST(AutoPolicy, MixesRecomputationAndSwappingUnderASlowLink) {
   PlanRequest r = request(kResnet20, budget, 0.3);
   r.step.swap = Swap::budget;
   EXPECT_FALSE(plan_training_step(r).is_ok()) << "swapping alone was expected not to fit";
-  r.step.swap = Swap::none;
+  r.step.swap.reset();
   r.step.recompute = Recompute::budget;
   const PlanReport recompute_only = plan_training_step(r).value();
-  r.step.recompute = Recompute::none;
+  r.step.recompute.reset();
   r.step.policy = Policy::automatic;
   const PlanReport automatic = plan_training_step(r).value();
   // Its per-tensor choice, or mirror with swapping: both recompute and swap.

@@ -35,10 +35,12 @@ struct StepSpec {
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
   std::optional<Swap> swap;  // nullopt: none, or the policy's default (budget)
   TflmsOptions tflms;        // --swap tflms: its knobs (others: the defaults)
-  // The node times that optimal, milp and auto minimize and plans predict;
-  // nullopt: measured for optimal and milp (the strategies that minimize
-  // time), else roofline (timing every distinct node takes seconds).
-  std::optional<CostModel> cost;
+  // The node times that optimal, milp and auto minimize and plans predict.
+  // roofline is deterministic, so a plan made twice (by `memfit plan`, then
+  // by `memfit train`) makes the same choices; measured times each distinct
+  // node on the backend (seconds on a large graph; choices may then differ
+  // from run to run as the timings do).
+  CostModel cost = CostModel::roofline;
   double milp_seconds = 30;  // milp: CBC's time limit, in all
   size_t budget = 0;         // the largest step arena allowed; 0: no limit
   double link_gbps = 0;  // the host link in GB/s: the copy engine runs no faster, and the swap

@@ -10,6 +10,19 @@ namespace {
 bool given(std::optional<Recompute> r) { return r.has_value(); }
 bool given(std::optional<Swap> s) { return s.has_value(); }
 
+// The flag of the first TFLMS option that differs from its default ("" if none).
+std::string first_tflms_knob(const TflmsOptions& given) {
+  const TflmsOptions defaults;
+  if (given.n_tensors != defaults.n_tensors) return "--swap-n-tensors";
+  if (given.lb != defaults.lb) return "--swap-lb";
+  if (given.ub != defaults.ub) return "--swap-ub";
+  if (given.trigger != defaults.trigger) return "--swap-trigger";
+  if (given.fuse != defaults.fuse) return "--swap-fuse";
+  if (given.branches != defaults.branches) return "--swap-branches";
+  if (given.branch_threshold != defaults.branch_threshold) return "--swap-branch-threshold";
+  return "";
+}
+
 }  // namespace
 
 Result<Techniques> resolve_techniques(const StepSpec& spec) {
@@ -17,9 +30,7 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
   const Swap swap = spec.swap.value_or(Swap::none);
   Techniques t;
   t.mirror = spec.mirror;
-  t.cost = spec.cost.value_or(recompute == Recompute::optimal || recompute == Recompute::milp
-                                  ? CostModel::measured
-                                  : CostModel::roofline);
+  t.cost = spec.cost;
   if (!spec.policy) {
     t.share = spec.share;
     t.recompute = recompute;
@@ -59,11 +70,11 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
         break;
     }
   }
-  if (t.swap != Swap::tflms && !(spec.tflms == TflmsOptions{})) {
-    return Status::error(
-        "the TFLMS options (--swap-n-tensors, --swap-lb, --swap-ub, --swap-trigger, --swap-fuse, "
-        "--swap-branches, --swap-branch-threshold) apply only to --swap tflms; add it or drop "
-        "them");
+  if (t.swap != Swap::tflms) {
+    std::string knob = first_tflms_knob(spec.tflms);
+    if (!knob.empty()) {
+      return Status::error(knob + " is a knob of --swap tflms; add --swap tflms or drop " + knob);
+    }
   }
   return t;
 }

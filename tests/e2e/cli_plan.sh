@@ -85,10 +85,17 @@ flags=$(sed -n 's/.*reaches is .*, with \(--recompute [a-z]*\( --mirror\)\{0,1\}
 "$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget "$least" \
   $flags >/dev/null || fail "--budget $least $flags (the smallest named) failed"
 
-# optimal: predicted seconds in the table and the JSON; measured costs by default.
+# optimal: predicted seconds in the table and the JSON; roofline costs by
+# default (the same plan on every run), measured ones when asked.
 out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --recompute optimal) ||
   fail "--recompute optimal exited $?"
-grep -Eq "^  predicted step +[0-9.]+ s  \(measured cost model\)$" <<<"$out" || fail "no step: $out"
+grep -Eq "^  predicted step +[0-9.]+ s  \(roofline cost model\)$" <<<"$out" || fail "no step: $out"
+again=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --recompute optimal)
+[ "$again" = "$out" ] || fail "two default optimal plans differ: $out / $again"
+measured=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 \
+           --recompute optimal --cost measured) || fail "--cost measured exited $?"
+grep -Eq "^  predicted step +[0-9.]+ s  \(measured cost model\)$" <<<"$measured" ||
+  fail "no measured step: $measured"
 grep -Eq "^  of it, recompute +[0-9.]+ s$" <<<"$out" || fail "no recompute seconds: $out"
 json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \
        --recompute optimal --cost roofline)

@@ -24,6 +24,20 @@ int usage_error(const std::string& command, const std::string& message) {
 }
 
 // A flag whose value is one of Enum's names (include/memfit/techniques.h).
+// Accepts the names of Enum's table; the message of a wrong one is the
+// library's own ("unknown swap trigger 'x'; use chain_rule or direct_order").
+template <typename Enum>
+CLI::Validator name_validator() {
+  std::string list;
+  for (const auto& name : memfit::names_of<Enum>()) list += (list.empty() ? "" : ",") + name;
+  return CLI::Validator(
+      [](std::string& text) {
+        auto parsed = memfit::parse_name<Enum>(text);
+        return parsed ? std::string() : parsed.message();
+      },
+      "{" + list + "}");
+}
+
 template <typename Enum>
 CLI::Option* add_named(CLI::App* cmd, const std::string& flag, Enum& target,
                        const std::string& help) {
@@ -31,7 +45,7 @@ CLI::Option* add_named(CLI::App* cmd, const std::string& flag, Enum& target,
       ->add_option_function<std::string>(
           flag, [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
           help)
-      ->check(CLI::IsMember(memfit::names_of<Enum>()))
+      ->check(name_validator<Enum>())
       ->default_str(std::string(memfit::name_of(target)));
 }
 template <typename Enum>
@@ -41,7 +55,7 @@ CLI::Option* add_named(CLI::App* cmd, const std::string& flag, std::optional<Enu
       ->add_option_function<std::string>(
           flag, [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
           help)
-      ->check(CLI::IsMember(memfit::names_of<Enum>()));
+      ->check(name_validator<Enum>());
 }
 
 CLI::Validator bytes_validator() {
@@ -110,7 +124,7 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   add_named(cmd, "--cost", spec.cost,
             "node times that optimal, milp and auto minimize and plans predict: measured (each "
             "distinct node timed on the backend) or roofline (flops and bytes over fixed "
-            "machine constants); default: measured for optimal and milp, else roofline");
+            "machine constants; deterministic)");
   cmd->add_option("--milp-seconds", spec.milp_seconds, "--recompute milp: CBC's time limit, in all")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
