@@ -131,13 +131,19 @@ std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t
 
 VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
                                const ExecOptions& exec, const StepTechniques& techniques) {
+  Result<VerifiedStep> run = try_verified_step(model, accumulate, exec, techniques);
+  EXPECT_TRUE(run.is_ok()) << run.message();
+  return run ? std::move(run).value() : VerifiedStep{};
+}
+
+Result<VerifiedStep> try_verified_step(const ModelOptions& model, int64_t accumulate,
+                                       const ExecOptions& exec, const StepTechniques& techniques) {
   OptimizerConfig sgd;
   sgd.lr = 0.1f;
   const auto backend = make_cpu_backend();
   auto program = TrainingProgram::create(model, accumulate, sgd, 2, *backend, exec, techniques);
-  EXPECT_TRUE(program.is_ok()) << program.message();
+  if (!program) return program.status();
   VerifiedStep run;
-  if (!program) return run;
   const Executable& exe = (*program)->step_executable();
   EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
   const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());

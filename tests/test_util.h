@@ -99,6 +99,10 @@ struct VerifiedStep {
 };
 VerifiedStep run_verified_step(const ModelOptions& model, int64_t accumulate,
                                const ExecOptions& exec, const StepTechniques& techniques);
+// The same, but a program that cannot be made (its plan over exec.budget, say)
+// is the error returned, not a test failure.
+Result<VerifiedStep> try_verified_step(const ModelOptions& model, int64_t accumulate,
+                                       const ExecOptions& exec, const StepTechniques& techniques);
 
 // The bytes after "the smallest arena this plan reaches is " in a budget
 // error (plan_training_step's); 0 when it is not there.
