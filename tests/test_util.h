@@ -101,6 +101,9 @@ struct VerifiedStep {
   size_t host = 0;
 };
 VerifiedStep run_verified_step(const StepSpec& spec, bool poison = true);
+// The same, but a program that cannot be made (its plan over spec.budget, say)
+// is the error returned, not a test failure.
+Result<VerifiedStep> try_verified_step(const StepSpec& spec, bool poison = true);
 
 // The bytes after "the smallest arena this plan reaches is " in a budget
 // error (plan_training_step's); 0 when it is not there.

@@ -73,7 +73,8 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
   if (t.swap != Swap::tflms) {
     std::string knob = first_tflms_knob(spec.tflms);
     if (!knob.empty()) {
-      return Status::error(knob + " is a knob of --swap tflms; add --swap tflms or drop " + knob);
+      return Status::error(knob + " is a knob of --swap tflms: the TFLMS options apply only to " +
+                           "--swap tflms; add it or drop " + knob);
     }
   }
   return t;
