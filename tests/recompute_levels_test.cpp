@@ -11,6 +11,7 @@
 
 #include "autodiff/autodiff.h"
 #include "memfit/plan.h"
+#include "ops/typed_graph.h"
 #include "passes/phase.h"
 #include "passes/recompute.h"
 #include "passes/recompute_strategy.h"

@@ -15,6 +15,7 @@
 
 #include "memfit/plan.h"
 #include "memory/planner.h"
+#include "ops/typed_graph.h"
 #include "test_util.h"
 #include "train/swap_step.h"
 #include "train/training_program.h"

@@ -4,6 +4,7 @@
 #include "autodiff/autodiff.h"
 
 #include "core/check.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -15,7 +16,8 @@ ValueId add_state(Graph& graph, ValueId param, const char* suffix) {
 
 Result<std::vector<ValueId>> add(Graph& graph, OpKind op, std::vector<ValueId> inputs, Attrs attrs,
                                  const std::string& name, Role role) {
-  MEMFIT_ASSIGN_OR_RETURN(NodeId id, graph.add_node(op, std::move(inputs), std::move(attrs), name, role));
+  MEMFIT_ASSIGN_OR_RETURN(NodeId id,
+                          add_node(graph, op, std::move(inputs), std::move(attrs), name, role));
   return graph.node(id).outputs;
 }
 

@@ -49,21 +49,20 @@ const OpInfo& op_info(OpKind op) { return table().at(static_cast<size_t>(op)); }
 
 Result<std::vector<TensorType>> infer_types(OpKind op, const std::vector<TensorType>& inputs,
                                             const Attrs& attrs) {
-  const OpInfo& info = op_info(op);
   const std::string name(op_name(op));
+  const Arity arity = op_arity(op);
   const auto n = static_cast<int>(inputs.size());
-  if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs)) {
+  if (!arity.admits(n)) {
     const std::string expected =
-        info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
-        : info.min_inputs == info.max_inputs
-            ? std::to_string(info.min_inputs)
-            : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+        arity.max < 0            ? "at least " + std::to_string(arity.min)
+        : arity.min == arity.max ? std::to_string(arity.min)
+                                 : std::to_string(arity.min) + " to " + std::to_string(arity.max);
     return Status::error(name + " takes " + expected + " inputs, got " + std::to_string(n));
   }
   if (attrs.index() != default_attrs(op).index()) {
     return Status::error(name + " was given the attributes of another op");
   }
-  auto types = info.infer(inputs, attrs);
+  auto types = op_info(op).infer(inputs, attrs);
   if (!types) return Status::error(name + ": " + types.message());
   return types;
 }

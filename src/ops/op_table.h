@@ -1,5 +1,6 @@
-// The op table: for every op of include/memfit/op_list.h its arity, flags,
-// shape inference, gradient rule, in-place pairs, cost and test examples.
+// The op table: for every op of include/memfit/op_list.h (which gives its
+// arity) its flags, shape inference, gradient rule, in-place pairs, cost and
+// test examples.
 // One family of ops is defined per file (ops_*.cpp); op_table.cpp collects them
 // and checks at start-up that no op of the list is missing.
 #pragma once
@@ -50,8 +51,6 @@ using ExamplesFn = std::vector<OpExample> (*)();
 
 struct OpInfo {
   OpKind op{};
-  int min_inputs = 0;
-  int max_inputs = 0;     // -1: any number
   bool stateful = false;  // some outputs are the next value of state (running stats, weights)
   InferFn infer = nullptr;
   GradFn grad = nullptr;  // null: not differentiable (gradient and optimizer ops)

@@ -223,7 +223,6 @@ std::vector<OpExample> layer_norm_grad_examples() {
 void register_norm_ops(OpTableBuilder& table) {
   OpInfo bn;
   bn.op = OpKind::batch_norm;
-  bn.min_inputs = bn.max_inputs = 5;
   bn.stateful = true;
   bn.infer = infer_batch_norm;
   bn.grad = grad_batch_norm;
@@ -233,7 +232,6 @@ void register_norm_ops(OpTableBuilder& table) {
 
   OpInfo bn_grad;
   bn_grad.op = OpKind::batch_norm_grad;
-  bn_grad.min_inputs = bn_grad.max_inputs = 5;
   bn_grad.infer = infer_batch_norm_grad;
   bn_grad.inplace = {{0, 0}};
   bn_grad.cost = cost_batch_norm;
@@ -241,7 +239,7 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_grad.emitted_by = {OpKind::batch_norm};
   table.add(bn_grad);
 
-  OpInfo bn_inference = ops::new_op(OpKind::batch_norm_inference, 5, 5);
+  OpInfo bn_inference = ops::new_op(OpKind::batch_norm_inference);
   bn_inference.infer = infer_batch_norm_inference;
   bn_inference.grad = grad_batch_norm_inference;
   bn_inference.inplace = {{0, 0}};
@@ -249,7 +247,7 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_inference.examples = [] { return batch_norm_inference_examples(false); };
   table.add(bn_inference);
 
-  OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad, 5, 5);
+  OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad);
   bn_inference_grad.infer = infer_batch_norm_inference_grad;
   bn_inference_grad.inplace = {{0, 0}};
   bn_inference_grad.cost = cost_batch_norm;
@@ -257,14 +255,14 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_inference_grad.emitted_by = {OpKind::batch_norm_inference};
   table.add(bn_inference_grad);
 
-  OpInfo ln = ops::new_op(OpKind::layer_norm, 3, 3);
+  OpInfo ln = ops::new_op(OpKind::layer_norm);
   ln.infer = infer_layer_norm;
   ln.grad = grad_layer_norm;
   ln.cost = cost_batch_norm;
   ln.examples = layer_norm_examples;
   table.add(ln);
 
-  OpInfo ln_grad = ops::new_op(OpKind::layer_norm_grad, 5, 5);
+  OpInfo ln_grad = ops::new_op(OpKind::layer_norm_grad);
   ln_grad.infer = infer_layer_norm_grad;
   ln_grad.inplace = {{0, 0}};
   ln_grad.cost = cost_batch_norm;

@@ -5,6 +5,7 @@
 
 #include "autodiff/autodiff.h"
 #include "core/random.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 
