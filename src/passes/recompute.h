@@ -61,7 +61,7 @@
 // cloned at most once; every clone runs after its inputs and before its first
 // consumer; no non-forward node reads a dropped value.
 // The executor may run the nodes in a memory-aware order instead
-// (src/passes/schedule.cpp), which can move clones away from their consumers;
+// (src/memory/schedule.cpp), which can move clones away from their consumers;
 // it keeps that order only when its arena is smaller, so the placement made
 // here is never traded for a larger arena.
 // Cost: O(N L + E + C) for N nodes, E node inputs, L levels and C clones
