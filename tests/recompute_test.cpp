@@ -14,9 +14,10 @@
 #include <set>
 
 #include "autodiff/autodiff.h"
+#include "ir/phase.h"
 #include "memfit/plan.h"
+#include "ops/op_table.h"
 #include "ops/typed_graph.h"
-#include "passes/phase.h"
 #include "passes/recompute_strategy.h"
 #include "test_util.h"
 #include "train/data_source.h"

@@ -49,6 +49,16 @@ std::string_view role_name(Role role);
 // step and replaced by their `updates` entry at its end.
 bool is_persistent(Role role);
 
+// The part of a step a node belongs to. The rule (node_phase, src/ir/phase.h):
+// a node is `update` if it is an optimizer update, writes a parameter or
+// optimizer state, or reads optimizer state (accumulators included);
+// `backward` if it writes a gradient; `forward` otherwise, which is exactly
+// the nodes of the model's forward graph and their recomputed clones. The
+// schedule may interleave them: a memory-aware order runs an update as soon as
+// its gradient is complete, and recomputed clones run inside the backward pass.
+enum class Phase : uint8_t { forward, backward, update };
+std::string_view phase_name(Phase phase);
+
 enum class OpKind : uint8_t {
 #define MEMFIT_OP_ENUM(id, attrs, min_inputs, max_inputs) id,
   MEMFIT_OPS(MEMFIT_OP_ENUM)

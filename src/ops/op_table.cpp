@@ -1,5 +1,6 @@
 #include "ops/op_table.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -81,6 +82,16 @@ Cost op_cost(const Graph& graph, const Node& node) {
     }
   }
   return cost;
+}
+
+bool always_kept(const Node& node, size_t output) {
+  const std::vector<int>& kept = op_info(node.op).kept_outputs;
+  return std::find(kept.begin(), kept.end(), static_cast<int>(output)) != kept.end();
+}
+
+Node recompute_form(const Node& original) {
+  const RecomputeFormFn form = op_info(original.op).recompute_form_of;
+  return form ? form(original) : original;
 }
 
 }  // namespace memfit

@@ -89,6 +89,7 @@ OpInfo unary(OpKind op, GradFn grad, bool inplace) {
   info.infer = ops::same_as_input;
   info.grad = grad;
   if (inplace) info.inplace = {{0, 0}};
+  info.cheap_to_recompute = true;
   info.examples = unary_examples;
   return info;
 }
@@ -108,6 +109,7 @@ OpInfo binary(OpKind op, GradFn grad) {
   info.op = op;
   info.infer = infer_broadcast;
   info.grad = grad;
+  info.cheap_to_recompute = true;
   // (1 -> 0) is allowed only when b has the output's shape; the planner checks shapes.
   info.inplace = {{0, 0}, {1, 0}};
   info.examples = broadcast_examples;

@@ -218,6 +218,23 @@ std::vector<OpExample> layer_norm_grad_examples() {
   return out;
 }
 
+// Batch norm's recompute form: a batch_norm_inference of the original's x,
+// gamma and beta with the original's saved batch statistics as its
+// statistics, and y as its only output. It skips the passes over x that
+// compute the statistics (the largest part of batch norm's time), gives y's
+// bits (both backends normalize with the float statistics either way), and
+// moves no running statistics.
+Node recompute_batch_norm(const Node& original) {
+  // (x, gamma, beta, running_mean, running_var) -> (y, mean, var, ...) becomes
+  // (x, gamma, beta, mean, var) -> y.
+  Node node = original;
+  node.op = OpKind::batch_norm_inference;
+  node.inputs = {original.inputs[0], original.inputs[1], original.inputs[2], original.outputs[1],
+                 original.outputs[2]};
+  node.outputs = {original.outputs[0]};
+  return node;
+}
+
 }  // namespace
 
 void register_norm_ops(OpTableBuilder& table) {
@@ -228,6 +245,9 @@ void register_norm_ops(OpTableBuilder& table) {
   bn.grad = grad_batch_norm;
   bn.cost = cost_batch_norm_training;
   bn.examples = batch_norm_examples;
+  bn.cheap_to_recompute = true;
+  bn.kept_outputs = {1, 2};  // mean, var
+  bn.recompute_form_of = recompute_batch_norm;
   table.add(bn);
 
   OpInfo bn_grad;
@@ -245,6 +265,7 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_inference.inplace = {{0, 0}};
   bn_inference.cost = cost_batch_norm;
   bn_inference.examples = [] { return batch_norm_inference_examples(false); };
+  bn_inference.cheap_to_recompute = true;
   table.add(bn_inference);
 
   OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad);

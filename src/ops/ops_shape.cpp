@@ -238,6 +238,7 @@ void register_shape_ops(OpTableBuilder& table) {
   reshape.infer = infer_reshape;
   reshape.grad = grad_reshape;
   reshape.inplace = {{0, 0}};
+  reshape.cheap_to_recompute = true;
   reshape.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, ShapeAttrs{{6, 4}})};
   };
@@ -254,6 +255,7 @@ void register_shape_ops(OpTableBuilder& table) {
   OpInfo transpose = ops::new_op(OpKind::transpose);
   transpose.infer = infer_transpose;
   transpose.grad = grad_transpose;
+  transpose.cheap_to_recompute = true;
   transpose.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, PermAttrs{{2, 0, 1}}),
                                   ops::example({ops::f32({3, 5})}, PermAttrs{{1, 0}})};

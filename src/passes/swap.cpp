@@ -5,9 +5,9 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "ir/phase.h"
 #include "ir/rebuild.h"
 #include "ops/typed_graph.h"
-#include "passes/phase.h"
 
 namespace memfit {
 namespace {

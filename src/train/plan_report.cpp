@@ -5,9 +5,9 @@
 #include <cctype>
 #include <limits>
 
+#include "ir/phase.h"
 #include "memfit/plan.h"
 #include "memory/planner.h"
-#include "passes/phase.h"
 #include "ops/op_table.h"
 #include "passes/step_time.h"
 #include "train/auto_step.h"
@@ -65,22 +65,6 @@ BytesByRole public_roles(const RoleBytes& roles) {
   return BytesByRole{roles.parameters, roles.gradients, roles.optimizer_state, roles.activations,
                      roles.workspace};
 }
-
-}  // namespace
-
-std::string_view phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::forward:
-      return "forward";
-    case Phase::backward:
-      return "backward";
-    case Phase::update:
-      return "update";
-  }
-  return "?";
-}
-
-namespace {
 
 // The step graph of `request`, after its recompute strategy, with the
 // executor's own sizes, schedule and plan (no arena allocated, no budget
