@@ -10,7 +10,7 @@
 #include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "memory/planner.h"
-#include "passes/schedule.h"
+#include "memory/schedule.h"
 
 using namespace memfit;
 

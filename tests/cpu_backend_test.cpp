@@ -18,6 +18,7 @@
 
 #include "memfit/ir.h"
 #include "ops/op_table.h"
+#include "ops/typed_graph.h"
 #include "runtime/kernel.h"
 #include "test_util.h"
 
@@ -60,7 +61,7 @@ OneNode build(const OpCase& c) {
     inputs.push_back(built.graph.add_input("in" + std::to_string(i),
                                            TensorType{c.inputs[i], DType::f32}, Role::input));
   }
-  auto node = built.graph.add_node(c.op, inputs, c.attrs, "node");
+  auto node = add_node(built.graph, c.op, inputs, c.attrs, "node");
   EXPECT_TRUE(node.is_ok()) << describe(c) << ": " << node.status().message();
   if (node.is_ok()) built.node = *node;
   return built;

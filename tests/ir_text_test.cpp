@@ -14,6 +14,7 @@
 
 #include "memfit/ir.h"
 #include "ops/op_table.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -109,7 +110,7 @@ Graph every_op_graph() {
         inputs.push_back(graph.add_input(name + ".in" + std::to_string(i), type,
                                          type.dtype == DType::i32 ? Role::label : Role::input));
       }
-      const Result<NodeId> node = graph.add_node(op, inputs, examples[e].attrs, name);
+      const Result<NodeId> node = add_node(graph, op, inputs, examples[e].attrs, name);
       if (node.is_ok() && graph.node(*node).outputs.empty()) continue;  // swap_wait
       graph.mark_output(output_of(graph, node));
     }
@@ -127,35 +128,36 @@ Graph training_step_graph() {
   const ValueId conv_m = g.add_input("conv.w.m", {{5, 3, 3, 3}, DType::f32}, Role::optimizer_state);
   const ValueId conv_v = g.add_input("conv.w.v", {{5, 3, 3, 3}, DType::f32}, Role::optimizer_state);
   const ValueId conv = output_of(
-      g, g.add_node(OpKind::conv2d, {x, conv_w}, Conv2dAttrs{{1, 1}, {1, 1}, {1, 1}, 1}, "conv"));
+      g, add_node(g, OpKind::conv2d, {x, conv_w}, Conv2dAttrs{{1, 1}, {1, 1}, {1, 1}, 1}, "conv"));
   std::vector<ValueId> bn_inputs{conv};
   for (const char* name : {"bn.gamma", "bn.beta", "bn.mean", "bn.var"}) {
     const Role role = name[3] == 'g' || name[3] == 'b' ? Role::parameter : Role::state;
     bn_inputs.push_back(g.add_input(name, {{5}, DType::f32}, role));
   }
   const Result<NodeId> bn =
-      g.add_node(OpKind::batch_norm, bn_inputs, BatchNormAttrs{1e-8f, 0.3f}, "bn");
+      add_node(g, OpKind::batch_norm, bn_inputs, BatchNormAttrs{1e-8f, 0.3f}, "bn");
   const ValueId relu =
-      output_of(g, g.add_node(OpKind::relu, {output_of(g, bn)}, NoAttrs{}, "relu"));
+      output_of(g, add_node(g, OpKind::relu, {output_of(g, bn)}, NoAttrs{}, "relu"));
   const ValueId drop = output_of(
-      g, g.add_node(OpKind::dropout, {relu}, DropoutAttrs{0.1f, 0xFEDCBA9876543210ull}, "drop"));
-  const ValueId pool = output_of(g, g.add_node(OpKind::global_avg_pool, {drop}, NoAttrs{}, "pool"));
+      g, add_node(g, OpKind::dropout, {relu}, DropoutAttrs{0.1f, 0xFEDCBA9876543210ull}, "drop"));
+  const ValueId pool =
+      output_of(g, add_node(g, OpKind::global_avg_pool, {drop}, NoAttrs{}, "pool"));
   const ValueId flat =
-      output_of(g, g.add_node(OpKind::reshape, {pool}, ShapeAttrs{{4, 5}}, "flat"));
+      output_of(g, add_node(g, OpKind::reshape, {pool}, ShapeAttrs{{4, 5}}, "flat"));
   const ValueId fc_w = g.add_input("fc.w", {{10, 5}, DType::f32}, Role::parameter);
   const ValueId fc_v = g.add_input("fc.w.v", {{10, 5}, DType::f32}, Role::optimizer_state);
-  const ValueId fc = output_of(g, g.add_node(OpKind::linear, {flat, fc_w}, NoAttrs{}, "fc"));
+  const ValueId fc = output_of(g, add_node(g, OpKind::linear, {flat, fc_w}, NoAttrs{}, "fc"));
   const ValueId loss =
-      output_of(g, g.add_node(OpKind::softmax_cross_entropy, {fc, y}, NoAttrs{}, "loss"));
+      output_of(g, add_node(g, OpKind::softmax_cross_entropy, {fc, y}, NoAttrs{}, "loss"));
   const ValueId fc_dw = output_of(
-      g, g.add_node(OpKind::fill, {}, FillAttrs{-0.0f, {10, 5}}, "fc.dw", Role::gradient));
+      g, add_node(g, OpKind::fill, {}, FillAttrs{-0.0f, {10, 5}}, "fc.dw", Role::gradient));
   const ValueId conv_dw = output_of(
-      g, g.add_node(OpKind::fill, {}, FillAttrs{1e-3f, {5, 3, 3, 3}}, "conv.dw", Role::gradient));
-  const Result<NodeId> sgd = g.add_node(OpKind::sgd_update, {fc_w, fc_dw, fc_v},
-                                        SgdAttrs{0.05f, 0.9f, 5e-4f}, "sgd", Role::parameter);
+      g, add_node(g, OpKind::fill, {}, FillAttrs{1e-3f, {5, 3, 3, 3}}, "conv.dw", Role::gradient));
+  const Result<NodeId> sgd = add_node(g, OpKind::sgd_update, {fc_w, fc_dw, fc_v},
+                                      SgdAttrs{0.05f, 0.9f, 5e-4f}, "sgd", Role::parameter);
   const Result<NodeId> adamw =
-      g.add_node(OpKind::adamw_update, {conv_w, conv_dw, conv_m, conv_v},
-                 AdamWAttrs{3e-4f, 0.9f, 0.999f, 1e-8f, 0.01f}, "adamw", Role::parameter);
+      add_node(g, OpKind::adamw_update, {conv_w, conv_dw, conv_m, conv_v},
+               AdamWAttrs{3e-4f, 0.9f, 0.999f, 1e-8f, 0.01f}, "adamw", Role::parameter);
   g.mark_output(loss);
   g.add_update(bn_inputs[3], output_of(g, bn, 3));
   g.add_update(bn_inputs[4], output_of(g, bn, 4));
@@ -171,12 +173,12 @@ TEST(IrTextTest, PrintsTheDocumentedForm) {
   Graph g;
   const ValueId x = g.add_input("x", {{2, 3}, DType::f32}, Role::input);
   const ValueId w = g.add_input("w", {{4, 3}, DType::f32}, Role::parameter);
-  const ValueId fc = output_of(g, g.add_node(OpKind::linear, {x, w}, NoAttrs{}, "fc"));
+  const ValueId fc = output_of(g, add_node(g, OpKind::linear, {x, w}, NoAttrs{}, "fc"));
   const ValueId drop =
-      output_of(g, g.add_node(OpKind::dropout, {fc}, DropoutAttrs{0.25f, 7}, "drop"));
+      output_of(g, add_node(g, OpKind::dropout, {fc}, DropoutAttrs{0.25f, 7}, "drop"));
   const ValueId dw = g.add_input("dw", {{4, 3}, DType::f32}, Role::gradient);
-  const ValueId next =
-      output_of(g, g.add_node(OpKind::sgd_update, {w, dw}, SgdAttrs{0.5f}, "sgd", Role::parameter));
+  const ValueId next = output_of(
+      g, add_node(g, OpKind::sgd_update, {w, dw}, SgdAttrs{0.5f}, "sgd", Role::parameter));
   g.mark_output(drop);
   g.add_update(w, next);
   EXPECT_EQ(print_graph(g),
@@ -204,10 +206,10 @@ TEST(IrTextTest, RoundTripsTriples) {
   Graph g;
   const ValueId x = g.add_input("x", {{1, 2, 4, 6, 8}, DType::f32}, Role::input);
   const ValueId pool =
-      output_of(g, g.add_node(OpKind::max_pool3d, {x},
-                              Pool3dAttrs{{2, 3, 2}, {2, 3, 2}, {0, 1, 0}, false}, "pool"));
-  g.mark_output(
-      output_of(g, g.add_node(OpKind::upsample, {pool}, UpsampleAttrs{{2, 3, 2}, true, {}}, "up")));
+      output_of(g, add_node(g, OpKind::max_pool3d, {x},
+                            Pool3dAttrs{{2, 3, 2}, {2, 3, 2}, {0, 1, 0}, false}, "pool"));
+  g.mark_output(output_of(
+      g, add_node(g, OpKind::upsample, {pool}, UpsampleAttrs{{2, 3, 2}, true, {}}, "up")));
   const std::string text = print_graph(g);
   EXPECT_NE(text.find("node pool = max_pool3d(%x) {kernel=[2,3,2] stride=[2,3,2] pad=[0,1,0] "
                       "include_pad=false} -> %pool f32[1,2,2,2,4] activation\n"
@@ -252,12 +254,12 @@ TEST(IrTextTest, KeepsFloatsAndKeysBitExact) {
   const ValueId x = g.add_input("x", {{3}, DType::f32}, Role::input);
   for (size_t i = 0; i < std::size(values); ++i) {
     const std::string name = "v" + std::to_string(i);
-    ASSERT_TRUE(g.add_node(OpKind::fill, {}, FillAttrs{values[i], {1}}, "fill." + name).is_ok());
-    ASSERT_TRUE(g.add_node(OpKind::scale, {x}, ScaleAttrs{values[i]}, "scale." + name).is_ok());
+    ASSERT_TRUE(add_node(g, OpKind::fill, {}, FillAttrs{values[i], {1}}, "fill." + name).is_ok());
+    ASSERT_TRUE(add_node(g, OpKind::scale, {x}, ScaleAttrs{values[i]}, "scale." + name).is_ok());
   }
   for (size_t i = 0; i < std::size(keys); ++i) {
     ASSERT_TRUE(
-        g.add_node(OpKind::dropout, {x}, DropoutAttrs{0.5f, keys[i]}, "drop" + std::to_string(i))
+        add_node(g, OpKind::dropout, {x}, DropoutAttrs{0.5f, keys[i]}, "drop" + std::to_string(i))
             .is_ok());
   }
   expect_round_trip(g);
@@ -275,7 +277,7 @@ TEST(IrTextTest, QuotesNamesWithOtherCharacters) {
                                "tab\t%{}",   "\xff\x01",      "plain.name/with:all_-"};
   ValueId previous = g.add_input(names[0], {{2}, DType::f32}, Role::input);
   for (size_t i = 1; i < std::size(names); ++i) {
-    const Result<NodeId> node = g.add_node(OpKind::relu, {previous}, NoAttrs{}, names[i]);
+    const Result<NodeId> node = add_node(g, OpKind::relu, {previous}, NoAttrs{}, names[i]);
     previous = output_of(g, node);
   }
   g.mark_output(previous);
@@ -293,10 +295,10 @@ TEST(IrTextTest, QuotesNamesWithOtherCharacters) {
 TEST(IrTextTest, KeepsIdsOfInputsAddedBetweenAndAfterNodes) {
   Graph g;
   const ValueId a = g.add_input("a", {{2, 2}, DType::f32}, Role::input);
-  const Result<NodeId> first = g.add_node(OpKind::relu, {a}, NoAttrs{}, "first");
+  const Result<NodeId> first = add_node(g, OpKind::relu, {a}, NoAttrs{}, "first");
   const ValueId b = g.add_input("b", {{2, 2}, DType::f32}, Role::input);
   const Result<NodeId> second =
-      g.add_node(OpKind::add, {output_of(g, first), b}, NoAttrs{}, "second");
+      add_node(g, OpKind::add, {output_of(g, first), b}, NoAttrs{}, "second");
   const ValueId late = g.add_input("late", {{2, 2}, DType::f32}, Role::input);
   g.add_input("unused", {{1}, DType::i32}, Role::label);
   // A pass may point an early node at an input created after it.

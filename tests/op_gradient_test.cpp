@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autodiff/autodiff.h"
+#include "ops/typed_graph.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -30,7 +31,7 @@ GradientGraph build_gradient_graph(OpKind op, const OpExample& ex) {
   for (size_t i = 0; i < ex.inputs.size(); ++i) {
     inputs.push_back(g.add_input("in" + std::to_string(i), ex.inputs[i], Role::input));
   }
-  const NodeId node = g.add_node(op, inputs, ex.attrs, "node").value();
+  const NodeId node = add_node(g, op, inputs, ex.attrs, "node").value();
   const std::vector<ValueId> outs = g.node(node).outputs;
   std::vector<int> of = ex.of;
   if (of.empty()) {
@@ -41,11 +42,18 @@ GradientGraph build_gradient_graph(OpKind op, const OpExample& ex) {
     const TensorType t = g.value(outs[static_cast<size_t>(o)]).type;  // a copy: add_input may reallocate
     const ValueId r = g.add_input("in" + std::to_string(ex.inputs.size() + gg.weights.size()), t, Role::input);
     gg.weights.push_back(t);
-    const ValueId prod = g.node(g.add_node(OpKind::mul, {outs[static_cast<size_t>(o)], r}, NoAttrs{}, "weighted").value()).outputs[0];
+    const ValueId prod =
+        g.node(add_node(g, OpKind::mul, {outs[static_cast<size_t>(o)], r}, NoAttrs{}, "weighted")
+                   .value())
+            .outputs[0];
     ReduceAttrs all;
     for (size_t a = 0; a < t.shape.size(); ++a) all.axes.push_back(static_cast<int64_t>(a));
-    const ValueId sum = g.node(g.add_node(OpKind::reduce_sum, {prod}, all, "sum").value()).outputs[0];
-    loss = loss.valid() ? g.node(g.add_node(OpKind::add, {loss, sum}, NoAttrs{}, "total").value()).outputs[0] : sum;
+    const ValueId sum =
+        g.node(add_node(g, OpKind::reduce_sum, {prod}, all, "sum").value()).outputs[0];
+    loss =
+        loss.valid()
+            ? g.node(add_node(g, OpKind::add, {loss, sum}, NoAttrs{}, "total").value()).outputs[0]
+            : sum;
   }
   gg.wrt = ex.wrt;
   if (gg.wrt.empty()) {
@@ -66,7 +74,7 @@ TEST_P(OpGradientTest, MatchesFiniteDifferences) {
   const OpInfo& info = op_info(op);
   if (!info.grad) {
     const bool optimizer = op == OpKind::sgd_update || op == OpKind::adamw_update;
-    const bool constant = info.max_inputs == 0;
+    const bool constant = op_arity(op).max == 0;
     // Copies are inserted after autodiff (src/passes/swap.cpp): no gradient is asked of them.
     EXPECT_TRUE(optimizer || constant || info.copy || !info.emitted_by.empty())
         << op_name(op) << " has no gradient rule and names no op whose check covers it";

@@ -17,6 +17,7 @@
 
 #include "memfit/ir.h"
 #include "memory/planner.h"
+#include "ops/typed_graph.h"
 #include "random_graphs.h"
 
 namespace memfit {

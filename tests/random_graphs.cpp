@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/typed_graph.h"
+
 namespace memfit::testing {
 namespace {
 
@@ -86,7 +88,7 @@ ValueId Generator::input(const char* base, Shape shape, Role role, DType dtype) 
 std::vector<ValueId> Generator::node(OpKind op, std::vector<ValueId> inputs, Attrs attrs,
                                      Role role) {
   const Result<NodeId> id =
-      g_.add_node(op, std::move(inputs), std::move(attrs), std::string(op_name(op)), role);
+      add_node(g_, op, std::move(inputs), std::move(attrs), std::string(op_name(op)), role);
   // The generator builds only valid nodes: a refusal is a bug of the generator.
   if (!id) {
     std::fprintf(stderr, "random_graph: %s\n", id.message().c_str());

@@ -10,8 +10,10 @@
 #include <string>
 
 #include "autodiff/autodiff.h"
+#include "ir/phase.h"
 #include "memfit/plan.h"
-#include "passes/phase.h"
+#include "ops/op_table.h"
+#include "ops/typed_graph.h"
 #include "passes/recompute.h"
 #include "passes/recompute_strategy.h"
 #include "test_util.h"
@@ -186,7 +188,7 @@ TEST(RecomputeLevels, MirrorAloneClonesOnlyCheapOpsWithOneForwardReader) {
     const auto at = node.name.find(".recompute");
     if (at == std::string::npos) continue;
     ++clones;
-    EXPECT_TRUE(is_cheap_op(node.op)) << node.name;
+    EXPECT_TRUE(op_info(node.op).cheap_to_recompute) << node.name;
     // The original's outputs are read by at most one forward node.
     const Node& original = step.node([&] {
       for (size_t n = 0; n < step.num_nodes(); ++n)

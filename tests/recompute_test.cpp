@@ -14,8 +14,10 @@
 #include <set>
 
 #include "autodiff/autodiff.h"
+#include "ir/phase.h"
 #include "memfit/plan.h"
-#include "passes/phase.h"
+#include "ops/op_table.h"
+#include "ops/typed_graph.h"
 #include "passes/recompute_strategy.h"
 #include "test_util.h"
 #include "train/data_source.h"
@@ -425,10 +427,10 @@ TEST(Recompute, BatchNormCloneGivesTheOriginalsBits) {
     const TensorType c{{x[1]}, DType::f32};
     std::vector<ValueId> in = {g.add_input("in0", TensorType{x, DType::f32}, Role::input)};
     for (int i = 1; i < 5; ++i) in.push_back(g.add_input("in" + std::to_string(i), c, Role::input));
-    const NodeId bn = g.add_node(OpKind::batch_norm, in, BatchNormAttrs{}, "bn").value();
+    const NodeId bn = add_node(g, OpKind::batch_norm, in, BatchNormAttrs{}, "bn").value();
     const Node form = recompute_form(g.node(bn));
     EXPECT_EQ(form.op, OpKind::batch_norm_inference);
-    const NodeId clone = g.add_node(form.op, form.inputs, form.attrs, "bn.recompute").value();
+    const NodeId clone = add_node(g, form.op, form.inputs, form.attrs, "bn.recompute").value();
     g.mark_output(g.node(bn).outputs[0]);
     g.mark_output(g.node(clone).outputs[0]);
     std::vector<testing::Words> data;

@@ -14,6 +14,7 @@
 
 #include "memfit/builder.h"
 #include "memfit/plan.h"
+#include "ops/typed_graph.h"
 #include "passes/recompute_milp.h"
 #include "test_util.h"
 #include "train/data_source.h"

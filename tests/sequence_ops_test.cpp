@@ -12,6 +12,7 @@
 
 #include "memfit/builder.h"
 #include "ops/op_util.h"
+#include "ops/typed_graph.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -155,12 +156,12 @@ TEST(CausalMaskTest, MasksThePositionsAfterTheDiagonalPlusOffset) {
 TEST(SplitTest, ConcatOfTheSplitIsTheInput) {
   Graph g;
   const ValueId x = g.add_input("in0", TensorType{{2, 6, 3}, DType::f32}, Role::input);
-  const NodeId split = g.add_node(OpKind::split, {x}, SplitAttrs{1, {2, 1, 3}}, "split").value();
+  const NodeId split = add_node(g, OpKind::split, {x}, SplitAttrs{1, {2, 1, 3}}, "split").value();
   const std::vector<ValueId> pieces = g.node(split).outputs;
   ASSERT_EQ(pieces.size(), 3u);
   EXPECT_EQ(g.value(pieces[2]).type.shape, (Shape{2, 3, 3}));
   const ValueId y =
-      g.node(g.add_node(OpKind::concat, pieces, AxisAttrs{1}, "concat").value()).outputs[0];
+      g.node(add_node(g, OpKind::concat, pieces, AxisAttrs{1}, "concat").value()).outputs[0];
   g.mark_output(y);
   const std::vector<float> data = testing::random_normal(36, 7);
   for (const auto& backend : backends()) {
@@ -257,7 +258,7 @@ TEST(SequenceTextTest, GraphsWithTheNewOpsRoundTrip) {
   const ValueId table = g.add_input("table", TensorType{{5, 4}, DType::f32}, Role::parameter);
   const ValueId gamma = g.add_input("gamma", TensorType{{4}, DType::f32}, Role::parameter);
   auto first = [&](OpKind op, std::vector<ValueId> in, Attrs attrs, const char* name) {
-    return g.node(g.add_node(op, std::move(in), std::move(attrs), name).value()).outputs[0];
+    return g.node(add_node(g, op, std::move(in), std::move(attrs), name).value()).outputs[0];
   };
   const ValueId e = first(OpKind::embedding, {ids, table}, NoAttrs{}, "emb");
   const ValueId n = first(OpKind::layer_norm, {e, gamma, gamma}, LayerNormAttrs{1e-6f}, "ln");
@@ -265,7 +266,7 @@ TEST(SequenceTextTest, GraphsWithTheNewOpsRoundTrip) {
   const ValueId m = first(OpKind::causal_mask, {p}, CausalMaskAttrs{-1e9f, 2}, "mask");
   const ValueId cond = g.add_input("cond", TensorType{{2, 3, 1}, DType::i32}, Role::input);
   g.mark_output(first(OpKind::where, {cond, e, e}, NoAttrs{}, "where"));
-  const NodeId split = g.add_node(OpKind::split, {m}, SplitAttrs{2, {2, 3}}, "split").value();
+  const NodeId split = add_node(g, OpKind::split, {m}, SplitAttrs{2, {2, 3}}, "split").value();
   for (ValueId out : g.node(split).outputs) g.mark_output(out);
   const std::string text = print_graph(g);
   EXPECT_NE(text.find("before=[0,0,1] after=[0,0,0] value=-2.5"), std::string::npos) << text;

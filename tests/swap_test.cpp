@@ -15,6 +15,7 @@
 
 #include "memfit/plan.h"
 #include "ops/op_table.h"
+#include "ops/typed_graph.h"
 #include "passes/step_time.h"
 #include "test_util.h"
 #include "train/data_source.h"

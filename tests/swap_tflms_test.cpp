@@ -15,6 +15,7 @@
 
 #include "memfit/plan.h"
 #include "memory/planner.h"
+#include "ops/typed_graph.h"
 #include "test_util.h"
 #include "passes/swap_policy.h"
 #include "train/training_program.h"

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/random.h"
 #include "memory/planner.h"
+#include "ops/typed_graph.h"
 #include "train/data_source.h"
 
 namespace memfit::testing {
@@ -79,7 +80,7 @@ Graph single_node_graph(OpKind op, const OpExample& example) {
   for (size_t i = 0; i < example.inputs.size(); ++i) {
     inputs.push_back(graph.add_input("in" + std::to_string(i), example.inputs[i], Role::input));
   }
-  auto node = graph.add_node(op, inputs, example.attrs, "node");
+  auto node = add_node(graph, op, inputs, example.attrs, "node");
   MEMFIT_CHECK(node.is_ok());
   for (ValueId out : graph.node(*node).outputs) graph.mark_output(out);
   return graph;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "memfit/ir.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -24,26 +25,27 @@ Graph step_graph() {
   const ValueId y = g.add_input("y", {{2}, DType::i32}, Role::label);
   const ValueId conv_w = g.add_input("conv.w", {{4, 3, 3, 3}, DType::f32}, Role::parameter);
   const ValueId conv = output_of(
-      g, g.add_node(OpKind::conv2d, {x, conv_w}, Conv2dAttrs{{1, 1}, {1, 1}, {1, 1}, 1}, "conv"));
+      g, add_node(g, OpKind::conv2d, {x, conv_w}, Conv2dAttrs{{1, 1}, {1, 1}, {1, 1}, 1}, "conv"));
   const ValueId gamma = g.add_input("bn.gamma", {{4}, DType::f32}, Role::parameter);
   const ValueId beta = g.add_input("bn.beta", {{4}, DType::f32}, Role::parameter);
   const ValueId mean = g.add_input("bn.mean", {{4}, DType::f32}, Role::state);
   const ValueId var = g.add_input("bn.var", {{4}, DType::f32}, Role::state);
   const Result<NodeId> bn =
-      g.add_node(OpKind::batch_norm, {conv, gamma, beta, mean, var}, BatchNormAttrs{}, "bn");
+      add_node(g, OpKind::batch_norm, {conv, gamma, beta, mean, var}, BatchNormAttrs{}, "bn");
   const ValueId relu =
-      output_of(g, g.add_node(OpKind::relu, {output_of(g, bn)}, NoAttrs{}, "relu"));
-  const ValueId pool = output_of(g, g.add_node(OpKind::global_avg_pool, {relu}, NoAttrs{}, "pool"));
+      output_of(g, add_node(g, OpKind::relu, {output_of(g, bn)}, NoAttrs{}, "relu"));
+  const ValueId pool =
+      output_of(g, add_node(g, OpKind::global_avg_pool, {relu}, NoAttrs{}, "pool"));
   const ValueId flat =
-      output_of(g, g.add_node(OpKind::reshape, {pool}, ShapeAttrs{{2, 4}}, "flat"));
+      output_of(g, add_node(g, OpKind::reshape, {pool}, ShapeAttrs{{2, 4}}, "flat"));
   const ValueId fc_w = g.add_input("fc.w", {{3, 4}, DType::f32}, Role::parameter);
-  const ValueId fc = output_of(g, g.add_node(OpKind::linear, {flat, fc_w}, NoAttrs{}, "fc"));
+  const ValueId fc = output_of(g, add_node(g, OpKind::linear, {flat, fc_w}, NoAttrs{}, "fc"));
   const ValueId loss =
-      output_of(g, g.add_node(OpKind::softmax_cross_entropy, {fc, y}, NoAttrs{}, "loss"));
+      output_of(g, add_node(g, OpKind::softmax_cross_entropy, {fc, y}, NoAttrs{}, "loss"));
   const ValueId dw =
-      output_of(g, g.add_node(OpKind::fill, {}, FillAttrs{0.5f, {3, 4}}, "dw", Role::gradient));
+      output_of(g, add_node(g, OpKind::fill, {}, FillAttrs{0.5f, {3, 4}}, "dw", Role::gradient));
   const ValueId next = output_of(
-      g, g.add_node(OpKind::sgd_update, {fc_w, dw}, SgdAttrs{0.1f}, "sgd", Role::parameter));
+      g, add_node(g, OpKind::sgd_update, {fc_w, dw}, SgdAttrs{0.1f}, "sgd", Role::parameter));
   g.mark_output(loss);
   g.add_update(mean, output_of(g, bn, 3));
   g.add_update(var, output_of(g, bn, 4));

@@ -23,6 +23,7 @@
 
 #include "autodiff/autodiff.h"
 #include "memfit/builder.h"
+#include "ops/typed_graph.h"
 #include "train/checkpoint.h"
 #include "train/training_program.h"
 

@@ -49,19 +49,37 @@ std::string_view role_name(Role role);
 // step and replaced by their `updates` entry at its end.
 bool is_persistent(Role role);
 
+// The part of a step a node belongs to. The rule (node_phase, src/ir/phase.h):
+// a node is `update` if it is an optimizer update, writes a parameter or
+// optimizer state, or reads optimizer state (accumulators included);
+// `backward` if it writes a gradient; `forward` otherwise, which is exactly
+// the nodes of the model's forward graph and their recomputed clones. The
+// schedule may interleave them: a memory-aware order runs an update as soon as
+// its gradient is complete, and recomputed clones run inside the backward pass.
+enum class Phase : uint8_t { forward, backward, update };
+std::string_view phase_name(Phase phase);
+
 enum class OpKind : uint8_t {
-#define MEMFIT_OP_ENUM(id, attrs) id,
+#define MEMFIT_OP_ENUM(id, attrs, min_inputs, max_inputs) id,
   MEMFIT_OPS(MEMFIT_OP_ENUM)
 #undef MEMFIT_OP_ENUM
 };
 inline constexpr int kNumOps = 0
-#define MEMFIT_OP_COUNT(id, attrs) +1
+#define MEMFIT_OP_COUNT(id, attrs, min_inputs, max_inputs) +1
     MEMFIT_OPS(MEMFIT_OP_COUNT)
 #undef MEMFIT_OP_COUNT
     ;
 std::string_view op_name(OpKind op);
 // The op with this name, if any.
 Result<OpKind> op_from_name(std::string_view name);
+
+// How many inputs a node of an op takes (its row of op_list.h).
+struct Arity {
+  int min = 0;
+  int max = 0;  // -1: any number
+  bool admits(int inputs) const { return inputs >= min && (max < 0 || inputs <= max); }
+};
+Arity op_arity(OpKind op);
 
 using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, Pool2dAttrs,
                            Pool2dGradAttrs, BatchNormAttrs, ScaleAttrs, ShapeAttrs, PermAttrs,
@@ -79,7 +97,8 @@ struct TensorType {
 };
 
 int64_t num_elements(const Shape& shape);
-std::string shape_string(const Shape& shape);
+std::string shape_string(const Shape& shape);     // "[2,3]"
+std::string type_string(const TensorType& type);  // "f32[2,3]"
 
 struct Value {
   std::string name;  // unique within a graph
@@ -109,10 +128,6 @@ class Graph {
  public:
   // A value with no producer: an input, label, parameter or state.
   ValueId add_input(std::string name, TensorType type, Role role);
-  // Appends a node after all present ones; its outputs' types come from the op
-  // table's shape inference and get `output_role`. Errors name the node.
-  Result<NodeId> add_node(OpKind op, std::vector<ValueId> inputs, Attrs attrs, std::string name,
-                          Role output_role = Role::activation);
   void mark_output(ValueId value) { outputs_.push_back(value); }
   void add_update(ValueId state, ValueId next) { updates_.push_back({state, next}); }
 
@@ -135,7 +150,10 @@ class Graph {
   std::string unique_value_name(std::string_view base) const;
   std::string unique_node_name(std::string_view base) const;
 
-  // Raw insertion used by the text parser: no shape inference.
+  // Raw insertion, without shape inference: a node is appended after all
+  // present ones, with its output values already added. The text parser
+  // builds graphs with them, and add_node (src/ops/typed_graph.h), which
+  // types a node's outputs by the op table's shape inference.
   ValueId add_value_raw(Value value);
   NodeId add_node_raw(Node node);
 
@@ -149,10 +167,6 @@ class Graph {
   // The next suffix to try for a base name (unique_*_name's search).
   mutable std::unordered_map<std::string, int32_t> value_suffix_, node_suffix_;
 };
-
-// Checks order (every input is produced earlier), arity, dtypes and shapes
-// (against shape inference), unique names and well-formed updates.
-Status verify_graph(const Graph& graph);
 
 // The text form of a graph: print_graph(parse_graph(s)) == s for every printed graph.
 std::string print_graph(const Graph& graph);

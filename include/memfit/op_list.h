@@ -1,74 +1,75 @@
-// The list of ops: one row each, MEMFIT_OP(identifier, attribute struct).
-// The op table (src/ops/) gives every row its shape inference, gradient rule,
-// in-place pairs, cost and test example; tests iterate over this list.
+// The list of ops: one row each, MEMFIT_OP(identifier, attribute struct,
+// fewest inputs, most inputs (-1: any number)). The op table (src/ops/) gives
+// every row its shape inference, gradient rule, in-place pairs, cost and test
+// example; tests iterate over this list.
 #pragma once
 
-#define MEMFIT_OPS(MEMFIT_OP)                          \
-  MEMFIT_OP(matmul, MatmulAttrs)                       \
-  MEMFIT_OP(linear, NoAttrs)                           \
-  MEMFIT_OP(conv2d, Conv2dAttrs)                       \
-  MEMFIT_OP(conv2d_grad_input, Conv2dGradAttrs)        \
-  MEMFIT_OP(conv2d_grad_weight, Conv2dGradAttrs)       \
-  MEMFIT_OP(conv3d, Conv3dAttrs)                       \
-  MEMFIT_OP(conv3d_grad_input, Conv3dGradAttrs)        \
-  MEMFIT_OP(conv3d_grad_weight, Conv3dGradAttrs)       \
-  MEMFIT_OP(conv_transpose2d, ConvTranspose2dAttrs)    \
-  MEMFIT_OP(conv_transpose3d, ConvTranspose3dAttrs)    \
-  MEMFIT_OP(max_pool2d, Pool2dAttrs)                   \
-  MEMFIT_OP(max_pool2d_grad, Pool2dAttrs)              \
-  MEMFIT_OP(avg_pool2d, Pool2dAttrs)                   \
-  MEMFIT_OP(avg_pool2d_grad, Pool2dGradAttrs)          \
-  MEMFIT_OP(max_pool3d, Pool3dAttrs)                   \
-  MEMFIT_OP(max_pool3d_grad, Pool3dAttrs)              \
-  MEMFIT_OP(avg_pool3d, Pool3dAttrs)                   \
-  MEMFIT_OP(avg_pool3d_grad, Pool3dGradAttrs)          \
-  MEMFIT_OP(upsample, UpsampleAttrs)                   \
-  MEMFIT_OP(upsample_grad, UpsampleAttrs)              \
-  MEMFIT_OP(global_avg_pool, NoAttrs)                  \
-  MEMFIT_OP(global_avg_pool_grad, ShapeAttrs)          \
-  MEMFIT_OP(batch_norm, BatchNormAttrs)                \
-  MEMFIT_OP(batch_norm_grad, BatchNormAttrs)           \
-  MEMFIT_OP(batch_norm_inference, BatchNormAttrs)      \
-  MEMFIT_OP(batch_norm_inference_grad, BatchNormAttrs) \
-  MEMFIT_OP(layer_norm, LayerNormAttrs)                \
-  MEMFIT_OP(layer_norm_grad, LayerNormAttrs)           \
-  MEMFIT_OP(relu, NoAttrs)                             \
-  MEMFIT_OP(relu_grad, NoAttrs)                        \
-  MEMFIT_OP(gelu, NoAttrs)                             \
-  MEMFIT_OP(gelu_grad, NoAttrs)                        \
-  MEMFIT_OP(tanh, NoAttrs)                             \
-  MEMFIT_OP(tanh_grad, NoAttrs)                        \
-  MEMFIT_OP(sigmoid, NoAttrs)                          \
-  MEMFIT_OP(sigmoid_grad, NoAttrs)                     \
-  MEMFIT_OP(add, NoAttrs)                              \
-  MEMFIT_OP(sub, NoAttrs)                              \
-  MEMFIT_OP(mul, NoAttrs)                              \
-  MEMFIT_OP(scale, ScaleAttrs)                         \
-  MEMFIT_OP(reshape, ShapeAttrs)                       \
-  MEMFIT_OP(broadcast_to, ShapeAttrs)                  \
-  MEMFIT_OP(transpose, PermAttrs)                      \
-  MEMFIT_OP(concat, AxisAttrs)                         \
-  MEMFIT_OP(slice, SliceAttrs)                         \
-  MEMFIT_OP(slice_grad, SliceAttrs)                    \
-  MEMFIT_OP(split, SplitAttrs)                         \
-  MEMFIT_OP(pad, PadAttrs)                             \
-  MEMFIT_OP(pad_grad, PadAttrs)                        \
-  MEMFIT_OP(embedding, NoAttrs)                        \
-  MEMFIT_OP(embedding_grad, ShapeAttrs)                \
-  MEMFIT_OP(causal_mask, CausalMaskAttrs)              \
-  MEMFIT_OP(where, NoAttrs)                            \
-  MEMFIT_OP(dropout, DropoutAttrs)                     \
-  MEMFIT_OP(softmax, AxisAttrs)                        \
-  MEMFIT_OP(softmax_grad, AxisAttrs)                   \
-  MEMFIT_OP(log_softmax, AxisAttrs)                    \
-  MEMFIT_OP(log_softmax_grad, AxisAttrs)               \
-  MEMFIT_OP(softmax_cross_entropy, NoAttrs)            \
-  MEMFIT_OP(softmax_cross_entropy_grad, NoAttrs)       \
-  MEMFIT_OP(reduce_sum, ReduceAttrs)                   \
-  MEMFIT_OP(reduce_mean, ReduceAttrs)                  \
-  MEMFIT_OP(fill, FillAttrs)                           \
-  MEMFIT_OP(sgd_update, SgdAttrs)                      \
-  MEMFIT_OP(adamw_update, AdamWAttrs)                  \
-  MEMFIT_OP(to_host, NoAttrs)                          \
-  MEMFIT_OP(to_device, NoAttrs)                        \
-  MEMFIT_OP(swap_wait, NoAttrs)
+#define MEMFIT_OPS(MEMFIT_OP)                                \
+  MEMFIT_OP(matmul, MatmulAttrs, 2, 2)                       \
+  MEMFIT_OP(linear, NoAttrs, 2, 3)                           \
+  MEMFIT_OP(conv2d, Conv2dAttrs, 2, 3)                       \
+  MEMFIT_OP(conv2d_grad_input, Conv2dGradAttrs, 2, 2)        \
+  MEMFIT_OP(conv2d_grad_weight, Conv2dGradAttrs, 2, 2)       \
+  MEMFIT_OP(conv3d, Conv3dAttrs, 2, 3)                       \
+  MEMFIT_OP(conv3d_grad_input, Conv3dGradAttrs, 2, 2)        \
+  MEMFIT_OP(conv3d_grad_weight, Conv3dGradAttrs, 2, 2)       \
+  MEMFIT_OP(conv_transpose2d, ConvTranspose2dAttrs, 2, 3)    \
+  MEMFIT_OP(conv_transpose3d, ConvTranspose3dAttrs, 2, 3)    \
+  MEMFIT_OP(max_pool2d, Pool2dAttrs, 1, 1)                   \
+  MEMFIT_OP(max_pool2d_grad, Pool2dAttrs, 2, 2)              \
+  MEMFIT_OP(avg_pool2d, Pool2dAttrs, 1, 1)                   \
+  MEMFIT_OP(avg_pool2d_grad, Pool2dGradAttrs, 1, 1)          \
+  MEMFIT_OP(max_pool3d, Pool3dAttrs, 1, 1)                   \
+  MEMFIT_OP(max_pool3d_grad, Pool3dAttrs, 2, 2)              \
+  MEMFIT_OP(avg_pool3d, Pool3dAttrs, 1, 1)                   \
+  MEMFIT_OP(avg_pool3d_grad, Pool3dGradAttrs, 1, 1)          \
+  MEMFIT_OP(upsample, UpsampleAttrs, 1, 1)                   \
+  MEMFIT_OP(upsample_grad, UpsampleAttrs, 1, 1)              \
+  MEMFIT_OP(global_avg_pool, NoAttrs, 1, 1)                  \
+  MEMFIT_OP(global_avg_pool_grad, ShapeAttrs, 1, 1)          \
+  MEMFIT_OP(batch_norm, BatchNormAttrs, 5, 5)                \
+  MEMFIT_OP(batch_norm_grad, BatchNormAttrs, 5, 5)           \
+  MEMFIT_OP(batch_norm_inference, BatchNormAttrs, 5, 5)      \
+  MEMFIT_OP(batch_norm_inference_grad, BatchNormAttrs, 5, 5) \
+  MEMFIT_OP(layer_norm, LayerNormAttrs, 3, 3)                \
+  MEMFIT_OP(layer_norm_grad, LayerNormAttrs, 5, 5)           \
+  MEMFIT_OP(relu, NoAttrs, 1, 1)                             \
+  MEMFIT_OP(relu_grad, NoAttrs, 2, 2)                        \
+  MEMFIT_OP(gelu, NoAttrs, 1, 1)                             \
+  MEMFIT_OP(gelu_grad, NoAttrs, 2, 2)                        \
+  MEMFIT_OP(tanh, NoAttrs, 1, 1)                             \
+  MEMFIT_OP(tanh_grad, NoAttrs, 2, 2)                        \
+  MEMFIT_OP(sigmoid, NoAttrs, 1, 1)                          \
+  MEMFIT_OP(sigmoid_grad, NoAttrs, 2, 2)                     \
+  MEMFIT_OP(add, NoAttrs, 2, 2)                              \
+  MEMFIT_OP(sub, NoAttrs, 2, 2)                              \
+  MEMFIT_OP(mul, NoAttrs, 2, 2)                              \
+  MEMFIT_OP(scale, ScaleAttrs, 1, 1)                         \
+  MEMFIT_OP(reshape, ShapeAttrs, 1, 1)                       \
+  MEMFIT_OP(broadcast_to, ShapeAttrs, 1, 1)                  \
+  MEMFIT_OP(transpose, PermAttrs, 1, 1)                      \
+  MEMFIT_OP(concat, AxisAttrs, 1, -1)                        \
+  MEMFIT_OP(slice, SliceAttrs, 1, 1)                         \
+  MEMFIT_OP(slice_grad, SliceAttrs, 1, 1)                    \
+  MEMFIT_OP(split, SplitAttrs, 1, 1)                         \
+  MEMFIT_OP(pad, PadAttrs, 1, 1)                             \
+  MEMFIT_OP(pad_grad, PadAttrs, 1, 1)                        \
+  MEMFIT_OP(embedding, NoAttrs, 2, 2)                        \
+  MEMFIT_OP(embedding_grad, ShapeAttrs, 2, 2)                \
+  MEMFIT_OP(causal_mask, CausalMaskAttrs, 1, 1)              \
+  MEMFIT_OP(where, NoAttrs, 3, 3)                            \
+  MEMFIT_OP(dropout, DropoutAttrs, 1, 1)                     \
+  MEMFIT_OP(softmax, AxisAttrs, 1, 1)                        \
+  MEMFIT_OP(softmax_grad, AxisAttrs, 2, 2)                   \
+  MEMFIT_OP(log_softmax, AxisAttrs, 1, 1)                    \
+  MEMFIT_OP(log_softmax_grad, AxisAttrs, 2, 2)               \
+  MEMFIT_OP(softmax_cross_entropy, NoAttrs, 2, 2)            \
+  MEMFIT_OP(softmax_cross_entropy_grad, NoAttrs, 3, 3)       \
+  MEMFIT_OP(reduce_sum, ReduceAttrs, 1, 1)                   \
+  MEMFIT_OP(reduce_mean, ReduceAttrs, 1, 1)                  \
+  MEMFIT_OP(fill, FillAttrs, 0, 0)                           \
+  MEMFIT_OP(sgd_update, SgdAttrs, 2, 3)                      \
+  MEMFIT_OP(adamw_update, AdamWAttrs, 4, 4)                  \
+  MEMFIT_OP(to_host, NoAttrs, 1, 1)                          \
+  MEMFIT_OP(to_device, NoAttrs, 1, 1)                        \
+  MEMFIT_OP(swap_wait, NoAttrs, 2, 2)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "memfit/bytes.h"
+#include "memfit/ir.h"
 #include "memfit/status.h"
 #include "memfit/step.h"
 
@@ -21,16 +22,6 @@ namespace memfit {
 struct PlanRequest {
   StepSpec step;
 };
-
-// The part of a step a node belongs to. The rule (src/passes/phase.cpp): a node
-// is `update` if it is an optimizer update, writes a parameter or optimizer
-// state, or reads optimizer state (accumulators included); `backward` if it
-// writes a gradient; `forward` otherwise, which is exactly the nodes of the
-// model's forward graph and their recomputed clones. The schedule may
-// interleave them: a memory-aware order runs an update as soon as its
-// gradient is complete, and recomputed clones run inside the backward pass.
-enum class Phase : uint8_t { forward, backward, update };
-std::string_view phase_name(Phase phase);
 
 // Arena bytes by what they hold, at the step where the live bytes peak.
 struct BytesByRole {

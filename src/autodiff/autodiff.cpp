@@ -15,6 +15,7 @@
 #include "core/check.h"
 #include "ops/grad_context.h"
 #include "ops/op_table.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -25,8 +26,8 @@ Result<ValueId> sum_contributions(Graph& graph, std::string value_name,
                                   const std::vector<ValueId>& parts) {
   ValueId total = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) {
-    MEMFIT_ASSIGN_OR_RETURN(NodeId id, graph.add_node(OpKind::add, {total, parts[i]}, NoAttrs{},
-                                                      value_name + ".grad_sum", Role::gradient));
+    MEMFIT_ASSIGN_OR_RETURN(NodeId id, add_node(graph, OpKind::add, {total, parts[i]}, NoAttrs{},
+                                                value_name + ".grad_sum", Role::gradient));
     total = graph.node(id).outputs[0];
   }
   return total;
@@ -51,8 +52,8 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
   }
 
   std::vector<std::vector<ValueId>> contributions(graph.num_values());
-  MEMFIT_ASSIGN_OR_RETURN(NodeId seed, graph.add_node(OpKind::fill, {}, FillAttrs{loss_scale, {}},
-                                                      "loss_grad", Role::gradient));
+  MEMFIT_ASSIGN_OR_RETURN(NodeId seed, add_node(graph, OpKind::fill, {}, FillAttrs{loss_scale, {}},
+                                                "loss_grad", Role::gradient));
   contributions[loss.idx()].push_back(graph.node(seed).outputs[0]);
 
   for (size_t n = forward_nodes; n-- > 0;) {
@@ -101,9 +102,10 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
   for (ValueId v : wrt) {
     const auto& parts = contributions[v.idx()];
     if (parts.empty()) {
-      MEMFIT_ASSIGN_OR_RETURN(NodeId zeros,
-                              graph.add_node(OpKind::fill, {}, FillAttrs{0.0f, graph.value(v).type.shape},
-                                             graph.value(v).name + ".grad", Role::gradient));
+      MEMFIT_ASSIGN_OR_RETURN(
+          NodeId zeros,
+          add_node(graph, OpKind::fill, {}, FillAttrs{0.0f, graph.value(v).type.shape},
+                   graph.value(v).name + ".grad", Role::gradient));
       grads.push_back(graph.node(zeros).outputs[0]);
       continue;
     }

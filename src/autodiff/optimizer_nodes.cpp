@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -17,7 +18,8 @@ ValueId add_state(Graph& graph, ValueId param, const char* suffix) {
 
 Result<std::vector<ValueId>> add(Graph& graph, OpKind op, std::vector<ValueId> inputs, Attrs attrs,
                                  const std::string& name, Role role) {
-  MEMFIT_ASSIGN_OR_RETURN(NodeId id, graph.add_node(op, std::move(inputs), std::move(attrs), name, role));
+  MEMFIT_ASSIGN_OR_RETURN(NodeId id,
+                          add_node(graph, op, std::move(inputs), std::move(attrs), name, role));
   return graph.node(id).outputs;
 }
 

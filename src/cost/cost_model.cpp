@@ -6,9 +6,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "ir/phase.h"
 #include "ops/op_table.h"
-#include "passes/phase.h"
-#include "passes/recompute.h"
 #include "runtime/executor.h"
 
 namespace memfit {

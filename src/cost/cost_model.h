@@ -18,7 +18,7 @@
 //            same signature (the blocks of a ResNet repeat, a recomputed
 //            clone repeats its original) share that one measurement. The
 //            recompute form of each forward node that differs from it (a
-//            batch norm's clone, recompute_form in src/passes/recompute.h) is
+//            batch norm's clone, recompute_form in src/ops/op_table.h) is
 //            timed too. A node the backend cannot run alone, or one with an
 //            output that is not f32 (a time step's token ids), falls back to
 //            roofline.

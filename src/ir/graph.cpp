@@ -3,7 +3,6 @@
 
 #include "core/check.h"
 #include "memfit/ir.h"
-#include "ops/op_table.h"
 
 namespace memfit {
 
@@ -58,9 +57,15 @@ bool is_persistent(Role role) {
 namespace {
 
 constexpr std::string_view kOpNames[] = {
-#define MEMFIT_OP_NAME(id, attrs) #id,
+#define MEMFIT_OP_NAME(id, attrs, min_inputs, max_inputs) #id,
     MEMFIT_OPS(MEMFIT_OP_NAME)
 #undef MEMFIT_OP_NAME
+};
+
+constexpr Arity kArities[] = {
+#define MEMFIT_OP_ARITY(id, attrs, min_inputs, max_inputs) {min_inputs, max_inputs},
+    MEMFIT_OPS(MEMFIT_OP_ARITY)
+#undef MEMFIT_OP_ARITY
 };
 
 }  // namespace
@@ -77,10 +82,15 @@ Result<OpKind> op_from_name(std::string_view name) {
   return Status::error("unknown op '" + std::string(name) + "' (docs/ops.md lists the ops)");
 }
 
+Arity op_arity(OpKind op) {
+  MEMFIT_CHECK(static_cast<int>(op) < kNumOps);
+  return kArities[static_cast<int>(op)];
+}
+
 Attrs default_attrs(OpKind op) {
   switch (op) {
-#define MEMFIT_OP_ATTRS(id, attrs) \
-  case OpKind::id:                 \
+#define MEMFIT_OP_ATTRS(id, attrs, min_inputs, max_inputs) \
+  case OpKind::id:                                         \
     return attrs{};
     MEMFIT_OPS(MEMFIT_OP_ATTRS)
 #undef MEMFIT_OP_ATTRS
@@ -103,6 +113,10 @@ std::string shape_string(const Shape& shape) {
   return out.str();
 }
 
+std::string type_string(const TensorType& type) {
+  return std::string(dtype_name(type.dtype)) + shape_string(type.shape);
+}
+
 ValueId Graph::add_input(std::string name, TensorType type, Role role) {
   MEMFIT_CHECK(!value_by_name_.count(name));
   Value value;
@@ -110,36 +124,6 @@ ValueId Graph::add_input(std::string name, TensorType type, Role role) {
   value.type = std::move(type);
   value.role = role;
   return add_value_raw(std::move(value));
-}
-
-Result<NodeId> Graph::add_node(OpKind op, std::vector<ValueId> inputs, Attrs attrs,
-                               std::string name, Role output_role) {
-  std::vector<TensorType> input_types;
-  for (ValueId id : inputs) {
-    if (!id.valid() || id.idx() >= values_.size()) {
-      return Status::error("node '" + name + "' (" + std::string(op_name(op)) +
-                           "): an input is not a value of this graph");
-    }
-    input_types.push_back(values_[id.idx()].type);
-  }
-  auto types = infer_types(op, input_types, attrs);
-  if (!types) return Status::error("node '" + name + "': " + types.message());
-  Node node;
-  node.op = op;
-  node.name = unique_node_name(name);
-  node.inputs = std::move(inputs);
-  node.attrs = std::move(attrs);
-  const NodeId id(static_cast<int32_t>(nodes_.size()));
-  for (size_t i = 0; i < types->size(); ++i) {
-    Value value;
-    value.name = unique_value_name(types->size() == 1 ? node.name : node.name + "." + std::to_string(i));
-    value.type = std::move((*types)[i]);
-    value.role = output_role;
-    value.producer = id;
-    value.output_index = static_cast<int>(i);
-    node.outputs.push_back(add_value_raw(std::move(value)));
-  }
-  return add_node_raw(std::move(node));
 }
 
 ValueId Graph::find_value(std::string_view name) const {

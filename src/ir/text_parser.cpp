@@ -17,7 +17,6 @@
 #include <type_traits>
 
 #include "memfit/ir.h"
-#include "ops/op_table.h"
 
 namespace memfit {
 namespace {
@@ -264,11 +263,11 @@ Result<Enum> from_name(Cursor& cursor, const Enum (&all)[N], std::string_view (*
 }
 
 // "1 input", "2 to 3 inputs", "at least 1 input".
-std::string arity_text(const OpInfo& info) {
-  std::string text = std::to_string(info.min_inputs);
-  if (info.max_inputs < 0) text = "at least " + text;
-  if (info.max_inputs > info.min_inputs) text += " to " + std::to_string(info.max_inputs);
-  const int last = std::max(info.min_inputs, info.max_inputs);
+std::string arity_text(Arity arity) {
+  std::string text = std::to_string(arity.min);
+  if (arity.max < 0) text = "at least " + text;
+  if (arity.max > arity.min) text += " to " + std::to_string(arity.max);
+  const int last = std::max(arity.min, arity.max);
   return text + (last == 1 ? " input" : " inputs");
 }
 
@@ -356,10 +355,11 @@ class GraphParser {
       }
       node.inputs.push_back(id);
     }
-    const OpInfo& info = op_info(node.op);
-    const int arity = static_cast<int>(node.inputs.size());
-    if (arity < info.min_inputs || (info.max_inputs >= 0 && arity > info.max_inputs)) {
-      return cursor.error(where + " takes " + arity_text(info) + ", got " + std::to_string(arity));
+    const Arity arity = op_arity(node.op);
+    const int inputs = static_cast<int>(node.inputs.size());
+    if (!arity.admits(inputs)) {
+      return cursor.error(where + " takes " + arity_text(arity) + ", got " +
+                          std::to_string(inputs));
     }
 
     node.attrs = default_attrs(node.op);

@@ -1,24 +1,23 @@
-// The graph verifier. It runs after every pass in debug builds and on every
-// parsed text, so it must accept any Graph object without crashing, however
-// broken, and report the first broken invariant with the node or value it
-// concerns. The invariants:
+// The structural graph verifier. verify_graph (src/ops/typed_graph.h) runs it
+// after every pass in debug builds and on every parsed text, so it must
+// accept any Graph object without crashing, however broken, and report the
+// first broken invariant with the node or value it concerns. The invariants:
 //   1. names are unique (values and nodes have separate name spaces);
 //   2. a value's dimensions are non-negative and its size fits in int64;
 //   3. a value with a producer is listed by that node at its output index, and
 //      a graph input (no producer) has output index -1;
 //   4. nodes are in topological order: every input is a graph input or is
 //      produced by an earlier node;
-//   5. each node's arity is within its op's, its attributes are the op's
-//      struct, and its output types are what shape inference gives;
+//   5. each node's arity is within its op's and its attributes are the op's
+//      struct;
 //   6. graph outputs are values of the graph;
 //   7. an update replaces a persistent graph input (parameter, optimizer state,
 //      state) by a value of the same type, and no state is updated twice.
-// Cost: O(values + nodes + edges), plus one shape inference per node.
+// Cost: O(values + nodes + edges).
+#include "ir/verifier.h"
+
 #include <string>
 #include <unordered_set>
-
-#include "memfit/ir.h"
-#include "ops/op_table.h"
 
 namespace memfit {
 namespace {
@@ -26,10 +25,6 @@ namespace {
 // Sizes up to this many elements keep byte sizes (at most 16 bytes per
 // element) inside int64, so num_elements and Value::bytes cannot overflow.
 constexpr int64_t kMaxElements = INT64_MAX / 16;
-
-std::string type_string(const TensorType& type) {
-  return std::string(dtype_name(type.dtype)) + shape_string(type.shape);
-}
 
 std::string node_label(const Node& node) {
   return "node '" + node.name + "' (" + std::string(op_name(node.op)) + ")";
@@ -87,13 +82,14 @@ Status check_values(const Graph& graph) {
 Status check_node(const Graph& graph, NodeId id) {
   const Node& node = graph.node(id);
   const std::string label = node_label(node);
-  const OpInfo& info = op_info(node.op);
-  const int arity = static_cast<int>(node.inputs.size());
-  if (arity < info.min_inputs || (info.max_inputs >= 0 && arity > info.max_inputs)) {
-    std::string expected = std::to_string(info.min_inputs);
-    if (info.max_inputs < 0) expected = "at least " + expected;
-    if (info.max_inputs > info.min_inputs) expected += " to " + std::to_string(info.max_inputs);
-    return Status::error(label + " has " + std::to_string(arity) + " inputs, expected " + expected);
+  const Arity arity = op_arity(node.op);
+  const int inputs = static_cast<int>(node.inputs.size());
+  if (!arity.admits(inputs)) {
+    std::string expected = std::to_string(arity.min);
+    if (arity.max < 0) expected = "at least " + expected;
+    if (arity.max > arity.min) expected += " to " + std::to_string(arity.max);
+    return Status::error(label + " has " + std::to_string(inputs) + " inputs, expected " +
+                         expected);
   }
   const size_t expected_attrs = default_attrs(node.op).index();
   if (node.attrs.index() != expected_attrs) {
@@ -102,7 +98,6 @@ Status check_node(const Graph& graph, NodeId id) {
                          std::to_string(expected_attrs));
   }
 
-  std::vector<TensorType> input_types;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const ValueId input = node.inputs[i];
     if (!in_range(graph, input)) {
@@ -115,7 +110,6 @@ Status check_node(const Graph& graph, NodeId id) {
                            ") is produced by node '" + graph.node(value.producer).name +
                            "', which does not come before it (nodes must be in topological order)");
     }
-    input_types.push_back(value.type);
   }
 
   for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -128,21 +122,6 @@ Status check_node(const Graph& graph, NodeId id) {
       return Status::error(label + ": output " + std::to_string(i) + " (%" + value.name +
                            ") does not name the node as its producer at output index " +
                            std::to_string(i));
-    }
-  }
-
-  const Result<std::vector<TensorType>> types = infer_types(node.op, input_types, node.attrs);
-  if (!types) return Status::error(label + ": " + types.message());
-  if (types->size() != node.outputs.size()) {
-    return Status::error(label + " has " + std::to_string(node.outputs.size()) +
-                         " outputs; shape inference gives " + std::to_string(types->size()));
-  }
-  for (size_t i = 0; i < types->size(); ++i) {
-    const Value& value = graph.value(node.outputs[i]);
-    if (value.type != (*types)[i]) {
-      return Status::error(label + ": output " + std::to_string(i) + " (%" + value.name +
-                           ") has type " + type_string(value.type) + ", expected " +
-                           type_string((*types)[i]));
     }
   }
   return Status::ok();
@@ -182,7 +161,7 @@ Status check_updates(const Graph& graph) {
 
 }  // namespace
 
-Status verify_graph(const Graph& graph) {
+Status verify_graph_structure(const Graph& graph) {
   MEMFIT_RETURN_IF_ERROR(check_values(graph));
   std::unordered_set<std::string_view> node_names;
   for (size_t i = 0; i < graph.num_nodes(); ++i) {

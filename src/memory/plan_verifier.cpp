@@ -53,6 +53,7 @@
 
 #include "memory/planner.h"
 #include "ops/op_table.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -62,10 +63,6 @@ std::string bytes_range(size_t begin, size_t end) {
 }
 
 std::string node_ref(const Node& node) { return "node '" + node.name + "'"; }
-
-std::string type_string(const TensorType& type) {
-  return std::string(dtype_name(type.dtype)) + shape_string(type.shape);
-}
 
 // A slice lies in an arena of `arena` bytes; written so that no sum overflows.
 bool inside(const Slice& slice, size_t arena) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ops/typed_graph.h"
+
 namespace memfit {
 namespace {
 
@@ -64,7 +66,7 @@ ValueId ModelBuilder::op(OpKind op, std::vector<ValueId> inputs, Attrs attrs, co
   for (ValueId in : inputs) {
     if (!in.valid()) return ValueId();
   }
-  auto node = model_.graph.add_node(op, std::move(inputs), std::move(attrs), name);
+  auto node = add_node(model_.graph, op, std::move(inputs), std::move(attrs), name);
   if (!node) {
     status_ = Status::error("model " + model_.name + ": " + node.message());
     return ValueId();

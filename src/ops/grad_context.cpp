@@ -1,14 +1,15 @@
 #include "ops/grad_context.h"
 
 #include "core/check.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 
 Result<std::vector<ValueId>> GradContext::emit_all(OpKind op, std::vector<ValueId> inputs,
                                                    Attrs attrs) {
   const std::string name = node.name + ".grad." + std::string(op_name(op));
-  MEMFIT_ASSIGN_OR_RETURN(NodeId id, graph.add_node(op, std::move(inputs), std::move(attrs),
-                                                    name, Role::gradient));
+  MEMFIT_ASSIGN_OR_RETURN(
+      NodeId id, add_node(graph, op, std::move(inputs), std::move(attrs), name, Role::gradient));
   return graph.node(id).outputs;
 }
 

@@ -1,5 +1,6 @@
 #include "ops/op_table.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -49,21 +50,20 @@ const OpInfo& op_info(OpKind op) { return table().at(static_cast<size_t>(op)); }
 
 Result<std::vector<TensorType>> infer_types(OpKind op, const std::vector<TensorType>& inputs,
                                             const Attrs& attrs) {
-  const OpInfo& info = op_info(op);
   const std::string name(op_name(op));
+  const Arity arity = op_arity(op);
   const auto n = static_cast<int>(inputs.size());
-  if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs)) {
+  if (!arity.admits(n)) {
     const std::string expected =
-        info.max_inputs < 0 ? "at least " + std::to_string(info.min_inputs)
-        : info.min_inputs == info.max_inputs
-            ? std::to_string(info.min_inputs)
-            : std::to_string(info.min_inputs) + " to " + std::to_string(info.max_inputs);
+        arity.max < 0            ? "at least " + std::to_string(arity.min)
+        : arity.min == arity.max ? std::to_string(arity.min)
+                                 : std::to_string(arity.min) + " to " + std::to_string(arity.max);
     return Status::error(name + " takes " + expected + " inputs, got " + std::to_string(n));
   }
   if (attrs.index() != default_attrs(op).index()) {
     return Status::error(name + " was given the attributes of another op");
   }
-  auto types = info.infer(inputs, attrs);
+  auto types = op_info(op).infer(inputs, attrs);
   if (!types) return Status::error(name + ": " + types.message());
   return types;
 }
@@ -82,6 +82,16 @@ Cost op_cost(const Graph& graph, const Node& node) {
     }
   }
   return cost;
+}
+
+bool always_kept(const Node& node, size_t output) {
+  const std::vector<int>& kept = op_info(node.op).kept_outputs;
+  return std::find(kept.begin(), kept.end(), static_cast<int>(output)) != kept.end();
+}
+
+Node recompute_form(const Node& original) {
+  const RecomputeFormFn form = op_info(original.op).recompute_form_of;
+  return form ? form(original) : original;
 }
 
 }  // namespace memfit

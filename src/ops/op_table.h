@@ -1,5 +1,6 @@
-// The op table: for every op of include/memfit/op_list.h its arity, flags,
-// shape inference, gradient rule, in-place pairs, cost and test examples.
+// The op table: for every op of include/memfit/op_list.h (which gives its
+// arity) its flags, shape inference, gradient rule, in-place pairs, cost and
+// test examples.
 // One family of ops is defined per file (ops_*.cpp); op_table.cpp collects them
 // and checks at start-up that no op of the list is missing.
 #pragma once
@@ -47,11 +48,10 @@ using GradFn = Status (*)(GradContext& ctx);
 using CostFn = Cost (*)(const std::vector<TensorType>& inputs,
                         const std::vector<TensorType>& outputs, const Attrs& attrs);
 using ExamplesFn = std::vector<OpExample> (*)();
+using RecomputeFormFn = Node (*)(const Node& original);
 
 struct OpInfo {
   OpKind op{};
-  int min_inputs = 0;
-  int max_inputs = 0;     // -1: any number
   bool stateful = false;  // some outputs are the next value of state (running stats, weights)
   InferFn infer = nullptr;
   GradFn grad = nullptr;  // null: not differentiable (gradient and optimizer ops)
@@ -65,6 +65,12 @@ struct OpInfo {
   // executor runs it on the copy stream; passes insert it after autodiff, so it
   // has no gradient rule.
   bool copy = false;
+  // What recomputation (src/passes/recompute.h) knows of the op. Cheap enough
+  // to recompute for every backward reader (mirror): eltwise activations,
+  // batch norm, dropout, scale, add, sub, mul, reshape, transpose.
+  bool cheap_to_recompute = false;
+  std::vector<int> kept_outputs;                // forward outputs never dropped (always_kept)
+  RecomputeFormFn recompute_form_of = nullptr;  // null: a clone is a copy (recompute_form)
 };
 
 const OpInfo& op_info(OpKind op);
@@ -72,6 +78,18 @@ const OpInfo& op_info(OpKind op);
 Result<std::vector<TensorType>> infer_types(OpKind op, const std::vector<TensorType>& inputs,
                                             const Attrs& attrs);
 Cost op_cost(const Graph& graph, const Node& node);
+
+// Forward outputs the recompute pass never drops (besides graph outputs and
+// the next values of state updates), its op's kept_outputs: batch norm's batch
+// statistics, mean and var (C floats each), so that its clones normalize with
+// them (recompute_form).
+bool always_kept(const Node& node, size_t output);
+
+// The node the recompute pass inserts to recompute forward node `original`: a
+// copy of it, or its op's recompute_form_of (batch norm's, in ops_norm.cpp).
+// The cost-driven strategies price a clone by this node; its inputs and
+// outputs are the original's values.
+Node recompute_form(const Node& original);
 
 // Used by the ops_*.cpp files to fill the table.
 class OpTableBuilder {

@@ -89,11 +89,9 @@ Result<Types> same_as_all_inputs(const Types& in, const Attrs&) {
   return Types{in[0]};
 }
 
-OpInfo new_op(OpKind op, int min_inputs, int max_inputs) {
+OpInfo new_op(OpKind op) {
   OpInfo info;
   info.op = op;
-  info.min_inputs = min_inputs;
-  info.max_inputs = max_inputs;
   return info;
 }
 

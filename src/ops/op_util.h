@@ -42,8 +42,8 @@ Result<Types> same_as_all_inputs(const Types& in, const Attrs&);  // inputs agre
 // (clamping would train on wrong rows). Every backend's embedding kernels use it.
 int64_t checked_table_row(const Node& node, int64_t id, int64_t position, int64_t rows);
 
-// An op-table row with its op and arity; the family file fills in the rest.
-OpInfo new_op(OpKind op, int min_inputs, int max_inputs);
+// An op-table row for `op`; the family file fills in the rest.
+OpInfo new_op(OpKind op);
 
 // A few examples share these shapes.
 TensorType f32(Shape shape);

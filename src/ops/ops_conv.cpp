@@ -170,7 +170,7 @@ std::vector<OpExample> conv_grad_examples(bool weight) {
 template <class A>
 void register_family(OpTableBuilder& table) {
   using F = ConvFamily<A>;
-  OpInfo conv = ops::new_op(F::kForward, 2, 3);
+  OpInfo conv = ops::new_op(F::kForward);
   conv.infer = infer_conv<A>;
   conv.grad = grad_conv<A>;
   conv.cost = [](const Types& in, const Types& out, const Attrs&) {
@@ -179,7 +179,7 @@ void register_family(OpTableBuilder& table) {
   conv.examples = conv_examples<A>;
   table.add(conv);
 
-  OpInfo grad_input = ops::new_op(F::kGradInput, 2, 2);
+  OpInfo grad_input = ops::new_op(F::kGradInput);
   grad_input.infer = infer_conv_grad_input<A>;
   grad_input.cost = [](const Types& in, const Types& out, const Attrs&) {
     return conv_cost(in[0].shape, in[1].shape, in, out);
@@ -188,7 +188,7 @@ void register_family(OpTableBuilder& table) {
   grad_input.emitted_by = {F::kForward};
   table.add(grad_input);
 
-  OpInfo grad_weight = ops::new_op(F::kGradWeight, 2, 2);
+  OpInfo grad_weight = ops::new_op(F::kGradWeight);
   grad_weight.infer = infer_conv_grad_weight<A>;
   grad_weight.cost = [](const Types& in, const Types& out, const Attrs&) {
     return conv_cost(in[0].shape, out[0].shape, in, out);

@@ -128,14 +128,14 @@ std::vector<OpExample> conv_transpose3d_examples() {
 }  // namespace
 
 void register_conv_transpose_ops(OpTableBuilder& table) {
-  OpInfo t2 = ops::new_op(OpKind::conv_transpose2d, 2, 3);
+  OpInfo t2 = ops::new_op(OpKind::conv_transpose2d);
   t2.infer = infer_conv_transpose<ConvTranspose2dAttrs>;
   t2.grad = grad_conv_transpose<ConvTranspose2dAttrs>;
   t2.cost = conv_transpose_cost;
   t2.examples = conv_transpose2d_examples;
   table.add(t2);
 
-  OpInfo t3 = ops::new_op(OpKind::conv_transpose3d, 2, 3);
+  OpInfo t3 = ops::new_op(OpKind::conv_transpose3d);
   t3.infer = infer_conv_transpose<ConvTranspose3dAttrs>;
   t3.grad = grad_conv_transpose<ConvTranspose3dAttrs>;
   t3.cost = conv_transpose_cost;

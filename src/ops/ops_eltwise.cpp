@@ -86,10 +86,10 @@ std::vector<OpExample> sigmoid_grad_examples() {
 OpInfo unary(OpKind op, GradFn grad, bool inplace) {
   OpInfo info;
   info.op = op;
-  info.min_inputs = info.max_inputs = 1;
   info.infer = ops::same_as_input;
   info.grad = grad;
   if (inplace) info.inplace = {{0, 0}};
+  info.cheap_to_recompute = true;
   info.examples = unary_examples;
   return info;
 }
@@ -97,7 +97,6 @@ OpInfo unary(OpKind op, GradFn grad, bool inplace) {
 OpInfo unary_grad(OpKind op, OpKind emitted_by) {
   OpInfo info;
   info.op = op;
-  info.min_inputs = info.max_inputs = 2;
   info.infer = ops::same_as_all_inputs;
   info.inplace = {{0, 0}};
   info.examples = op == OpKind::sigmoid_grad ? sigmoid_grad_examples : binary_same_examples;
@@ -108,9 +107,9 @@ OpInfo unary_grad(OpKind op, OpKind emitted_by) {
 OpInfo binary(OpKind op, GradFn grad) {
   OpInfo info;
   info.op = op;
-  info.min_inputs = info.max_inputs = 2;
   info.infer = infer_broadcast;
   info.grad = grad;
+  info.cheap_to_recompute = true;
   // (1 -> 0) is allowed only when b has the output's shape; the planner checks shapes.
   info.inplace = {{0, 0}, {1, 0}};
   info.examples = broadcast_examples;

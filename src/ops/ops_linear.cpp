@@ -152,7 +152,6 @@ Status grad_linear(GradContext& ctx) {
 void register_linear_ops(OpTableBuilder& table) {
   OpInfo matmul;
   matmul.op = OpKind::matmul;
-  matmul.min_inputs = matmul.max_inputs = 2;
   matmul.infer = infer_matmul;
   matmul.grad = grad_matmul;
   matmul.cost = cost_matmul;
@@ -161,8 +160,6 @@ void register_linear_ops(OpTableBuilder& table) {
 
   OpInfo linear;
   linear.op = OpKind::linear;
-  linear.min_inputs = 2;
-  linear.max_inputs = 3;
   linear.infer = infer_linear;
   linear.grad = grad_linear;
   linear.cost = cost_linear;

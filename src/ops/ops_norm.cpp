@@ -218,22 +218,40 @@ std::vector<OpExample> layer_norm_grad_examples() {
   return out;
 }
 
+// Batch norm's recompute form: a batch_norm_inference of the original's x,
+// gamma and beta with the original's saved batch statistics as its
+// statistics, and y as its only output. It skips the passes over x that
+// compute the statistics (the largest part of batch norm's time), gives y's
+// bits (both backends normalize with the float statistics either way), and
+// moves no running statistics.
+Node recompute_batch_norm(const Node& original) {
+  // (x, gamma, beta, running_mean, running_var) -> (y, mean, var, ...) becomes
+  // (x, gamma, beta, mean, var) -> y.
+  Node node = original;
+  node.op = OpKind::batch_norm_inference;
+  node.inputs = {original.inputs[0], original.inputs[1], original.inputs[2], original.outputs[1],
+                 original.outputs[2]};
+  node.outputs = {original.outputs[0]};
+  return node;
+}
+
 }  // namespace
 
 void register_norm_ops(OpTableBuilder& table) {
   OpInfo bn;
   bn.op = OpKind::batch_norm;
-  bn.min_inputs = bn.max_inputs = 5;
   bn.stateful = true;
   bn.infer = infer_batch_norm;
   bn.grad = grad_batch_norm;
   bn.cost = cost_batch_norm_training;
   bn.examples = batch_norm_examples;
+  bn.cheap_to_recompute = true;
+  bn.kept_outputs = {1, 2};  // mean, var
+  bn.recompute_form_of = recompute_batch_norm;
   table.add(bn);
 
   OpInfo bn_grad;
   bn_grad.op = OpKind::batch_norm_grad;
-  bn_grad.min_inputs = bn_grad.max_inputs = 5;
   bn_grad.infer = infer_batch_norm_grad;
   bn_grad.inplace = {{0, 0}};
   bn_grad.cost = cost_batch_norm;
@@ -241,15 +259,16 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_grad.emitted_by = {OpKind::batch_norm};
   table.add(bn_grad);
 
-  OpInfo bn_inference = ops::new_op(OpKind::batch_norm_inference, 5, 5);
+  OpInfo bn_inference = ops::new_op(OpKind::batch_norm_inference);
   bn_inference.infer = infer_batch_norm_inference;
   bn_inference.grad = grad_batch_norm_inference;
   bn_inference.inplace = {{0, 0}};
   bn_inference.cost = cost_batch_norm;
   bn_inference.examples = [] { return batch_norm_inference_examples(false); };
+  bn_inference.cheap_to_recompute = true;
   table.add(bn_inference);
 
-  OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad, 5, 5);
+  OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad);
   bn_inference_grad.infer = infer_batch_norm_inference_grad;
   bn_inference_grad.inplace = {{0, 0}};
   bn_inference_grad.cost = cost_batch_norm;
@@ -257,14 +276,14 @@ void register_norm_ops(OpTableBuilder& table) {
   bn_inference_grad.emitted_by = {OpKind::batch_norm_inference};
   table.add(bn_inference_grad);
 
-  OpInfo ln = ops::new_op(OpKind::layer_norm, 3, 3);
+  OpInfo ln = ops::new_op(OpKind::layer_norm);
   ln.infer = infer_layer_norm;
   ln.grad = grad_layer_norm;
   ln.cost = cost_batch_norm;
   ln.examples = layer_norm_examples;
   table.add(ln);
 
-  OpInfo ln_grad = ops::new_op(OpKind::layer_norm_grad, 5, 5);
+  OpInfo ln_grad = ops::new_op(OpKind::layer_norm_grad);
   ln_grad.infer = infer_layer_norm_grad;
   ln_grad.inplace = {{0, 0}};
   ln_grad.cost = cost_batch_norm;

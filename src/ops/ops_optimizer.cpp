@@ -30,8 +30,6 @@ Result<Types> infer_adamw(const Types& in, const Attrs& attrs) {
 void register_optimizer_ops(OpTableBuilder& table) {
   OpInfo sgd;
   sgd.op = OpKind::sgd_update;
-  sgd.min_inputs = 2;
-  sgd.max_inputs = 3;
   sgd.stateful = true;
   sgd.infer = infer_sgd;
   sgd.inplace = {{0, 0}, {2, 1}};
@@ -44,7 +42,6 @@ void register_optimizer_ops(OpTableBuilder& table) {
 
   OpInfo adamw;
   adamw.op = OpKind::adamw_update;
-  adamw.min_inputs = adamw.max_inputs = 4;
   adamw.stateful = true;
   adamw.infer = infer_adamw;
   adamw.inplace = {{0, 0}, {2, 1}, {3, 2}};

@@ -198,28 +198,28 @@ Cost window_cost(const Types& in, const Types& out, const Attrs& attrs) {
 template <class A>
 void register_family(OpTableBuilder& table) {
   using F = PoolFamily<A>;
-  OpInfo max_pool = ops::new_op(F::max, 1, 1);
+  OpInfo max_pool = ops::new_op(F::max);
   max_pool.infer = infer_pool<A>;
   max_pool.grad = grad_max_pool<A>;
   max_pool.cost = window_cost<A, false>;
   max_pool.examples = max_pool_examples<A>;
   table.add(max_pool);
 
-  OpInfo max_pool_grad = ops::new_op(F::max_grad, 2, 2);
+  OpInfo max_pool_grad = ops::new_op(F::max_grad);
   max_pool_grad.infer = infer_max_pool_grad<A>;
   max_pool_grad.cost = window_cost<A, true>;
   max_pool_grad.examples = max_pool_grad_examples<A>;
   max_pool_grad.emitted_by = {F::max};
   table.add(max_pool_grad);
 
-  OpInfo avg_pool = ops::new_op(F::avg, 1, 1);
+  OpInfo avg_pool = ops::new_op(F::avg);
   avg_pool.infer = infer_pool<A>;
   avg_pool.grad = grad_avg_pool<A>;
   avg_pool.cost = window_cost<A, false>;
   avg_pool.examples = pool_examples<A>;
   table.add(avg_pool);
 
-  OpInfo avg_pool_grad = ops::new_op(F::avg_grad, 1, 1);
+  OpInfo avg_pool_grad = ops::new_op(F::avg_grad);
   avg_pool_grad.infer = infer_avg_pool_grad<A>;
   avg_pool_grad.cost = window_cost<typename F::Grad, true>;
   avg_pool_grad.examples = avg_pool_grad_examples<A>;
@@ -233,13 +233,13 @@ void register_pool_ops(OpTableBuilder& table) {
   register_family<Pool2dAttrs>(table);
   register_family<Pool3dAttrs>(table);
 
-  OpInfo global = ops::new_op(OpKind::global_avg_pool, 1, 1);
+  OpInfo global = ops::new_op(OpKind::global_avg_pool);
   global.infer = infer_global_pool;
   global.grad = grad_global_pool;
   global.examples = [] { return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4, 5})})}; };
   table.add(global);
 
-  OpInfo global_grad = ops::new_op(OpKind::global_avg_pool_grad, 1, 1);
+  OpInfo global_grad = ops::new_op(OpKind::global_avg_pool_grad);
   global_grad.infer = infer_global_pool_grad;
   global_grad.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 1, 1})}, ShapeAttrs{{2, 3, 4, 5}})};

@@ -70,7 +70,6 @@ Result<Types> infer_fill(const Types&, const Attrs& attrs) {
 OpInfo reduce(OpKind op, GradFn grad) {
   OpInfo info;
   info.op = op;
-  info.min_inputs = info.max_inputs = 1;
   info.infer = infer_reduce;
   info.grad = grad;
   info.examples = reduce_examples;
@@ -85,7 +84,6 @@ void register_reduce_ops(OpTableBuilder& table) {
 
   OpInfo fill;
   fill.op = OpKind::fill;
-  fill.min_inputs = fill.max_inputs = 0;
   fill.infer = infer_fill;
   fill.examples = [] { return std::vector<OpExample>{ops::example({}, FillAttrs{1.5f, {2, 3}})}; };
   table.add(fill);

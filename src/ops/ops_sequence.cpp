@@ -152,28 +152,28 @@ std::vector<OpExample> where_examples() {
 }  // namespace
 
 void register_sequence_ops(OpTableBuilder& table) {
-  OpInfo embedding = ops::new_op(OpKind::embedding, 2, 2);
+  OpInfo embedding = ops::new_op(OpKind::embedding);
   embedding.infer = infer_embedding;
   embedding.grad = grad_embedding;
   embedding.cost = cost_embedding;
   embedding.examples = embedding_examples;
   table.add(embedding);
 
-  OpInfo embedding_grad = ops::new_op(OpKind::embedding_grad, 2, 2);
+  OpInfo embedding_grad = ops::new_op(OpKind::embedding_grad);
   embedding_grad.infer = infer_embedding_grad;
   embedding_grad.cost = cost_embedding_grad;
   embedding_grad.examples = embedding_grad_examples;
   embedding_grad.emitted_by = {OpKind::embedding};
   table.add(embedding_grad);
 
-  OpInfo causal_mask = ops::new_op(OpKind::causal_mask, 1, 1);
+  OpInfo causal_mask = ops::new_op(OpKind::causal_mask);
   causal_mask.infer = infer_causal_mask;
   causal_mask.grad = grad_causal_mask;
   causal_mask.inplace = {{0, 0}};
   causal_mask.examples = causal_mask_examples;
   table.add(causal_mask);
 
-  OpInfo where = ops::new_op(OpKind::where, 3, 3);
+  OpInfo where = ops::new_op(OpKind::where);
   where.infer = infer_where;
   where.grad = grad_where;
   where.inplace = {{1, 0}, {2, 0}};

@@ -234,16 +234,17 @@ Status grad_slice(GradContext& ctx) {
 }  // namespace
 
 void register_shape_ops(OpTableBuilder& table) {
-  OpInfo reshape = ops::new_op(OpKind::reshape, 1, 1);
+  OpInfo reshape = ops::new_op(OpKind::reshape);
   reshape.infer = infer_reshape;
   reshape.grad = grad_reshape;
   reshape.inplace = {{0, 0}};
+  reshape.cheap_to_recompute = true;
   reshape.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, ShapeAttrs{{6, 4}})};
   };
   table.add(reshape);
 
-  OpInfo broadcast = ops::new_op(OpKind::broadcast_to, 1, 1);
+  OpInfo broadcast = ops::new_op(OpKind::broadcast_to);
   broadcast.infer = infer_broadcast_to;
   broadcast.grad = grad_broadcast_to;
   broadcast.examples = [] {
@@ -251,16 +252,17 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(broadcast);
 
-  OpInfo transpose = ops::new_op(OpKind::transpose, 1, 1);
+  OpInfo transpose = ops::new_op(OpKind::transpose);
   transpose.infer = infer_transpose;
   transpose.grad = grad_transpose;
+  transpose.cheap_to_recompute = true;
   transpose.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, PermAttrs{{2, 0, 1}}),
                                   ops::example({ops::f32({3, 5})}, PermAttrs{{1, 0}})};
   };
   table.add(transpose);
 
-  OpInfo concat = ops::new_op(OpKind::concat, 1, -1);
+  OpInfo concat = ops::new_op(OpKind::concat);
   concat.infer = infer_concat;
   concat.grad = grad_concat;
   concat.examples = [] {
@@ -270,7 +272,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(concat);
 
-  OpInfo slice = ops::new_op(OpKind::slice, 1, 1);
+  OpInfo slice = ops::new_op(OpKind::slice);
   slice.infer = infer_slice;
   slice.grad = grad_slice;
   slice.examples = [] {
@@ -279,7 +281,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(slice);
 
-  OpInfo slice_grad = ops::new_op(OpKind::slice_grad, 1, 1);
+  OpInfo slice_grad = ops::new_op(OpKind::slice_grad);
   slice_grad.infer = infer_slice_grad;
   slice_grad.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 3})}, SliceAttrs{1, 1, 4, {2, 5, 3}})};
@@ -287,7 +289,7 @@ void register_shape_ops(OpTableBuilder& table) {
   slice_grad.emitted_by = {OpKind::slice};
   table.add(slice_grad);
 
-  OpInfo split = ops::new_op(OpKind::split, 1, 1);
+  OpInfo split = ops::new_op(OpKind::split);
   split.infer = infer_split;
   split.grad = grad_split;
   split.examples = [] {
@@ -298,7 +300,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(split);
 
-  OpInfo pad = ops::new_op(OpKind::pad, 1, 1);
+  OpInfo pad = ops::new_op(OpKind::pad);
   pad.infer = infer_pad;
   pad.grad = grad_pad;
   pad.examples = [] {
@@ -308,7 +310,7 @@ void register_shape_ops(OpTableBuilder& table) {
   };
   table.add(pad);
 
-  OpInfo pad_grad = ops::new_op(OpKind::pad_grad, 1, 1);
+  OpInfo pad_grad = ops::new_op(OpKind::pad_grad);
   pad_grad.infer = infer_pad_grad;
   pad_grad.examples = [] {
     return std::vector<OpExample>{

@@ -83,41 +83,41 @@ OpExample xent_example(bool grad) {
 }  // namespace
 
 void register_softmax_ops(OpTableBuilder& table) {
-  OpInfo softmax = ops::new_op(OpKind::softmax, 1, 1);
+  OpInfo softmax = ops::new_op(OpKind::softmax);
   softmax.infer = infer_softmax;
   softmax.grad = grad_softmax_like<OpKind::softmax_grad>;
   softmax.inplace = {{0, 0}};
   softmax.examples = softmax_examples;
   table.add(softmax);
 
-  OpInfo softmax_grad = ops::new_op(OpKind::softmax_grad, 2, 2);
+  OpInfo softmax_grad = ops::new_op(OpKind::softmax_grad);
   softmax_grad.infer = infer_softmax_grad;
   softmax_grad.inplace = {{0, 0}};
   softmax_grad.examples = softmax_grad_examples;
   softmax_grad.emitted_by = {OpKind::softmax};
   table.add(softmax_grad);
 
-  OpInfo log_softmax = ops::new_op(OpKind::log_softmax, 1, 1);
+  OpInfo log_softmax = ops::new_op(OpKind::log_softmax);
   log_softmax.infer = infer_softmax;
   log_softmax.grad = grad_softmax_like<OpKind::log_softmax_grad>;
   log_softmax.inplace = {{0, 0}};
   log_softmax.examples = softmax_examples;
   table.add(log_softmax);
 
-  OpInfo log_softmax_grad = ops::new_op(OpKind::log_softmax_grad, 2, 2);
+  OpInfo log_softmax_grad = ops::new_op(OpKind::log_softmax_grad);
   log_softmax_grad.infer = infer_softmax_grad;
   log_softmax_grad.inplace = {{0, 0}};
   log_softmax_grad.examples = softmax_grad_examples;
   log_softmax_grad.emitted_by = {OpKind::log_softmax};
   table.add(log_softmax_grad);
 
-  OpInfo xent = ops::new_op(OpKind::softmax_cross_entropy, 2, 2);
+  OpInfo xent = ops::new_op(OpKind::softmax_cross_entropy);
   xent.infer = infer_xent;
   xent.grad = grad_xent;
   xent.examples = [] { return std::vector<OpExample>{xent_example(false)}; };
   table.add(xent);
 
-  OpInfo xent_grad = ops::new_op(OpKind::softmax_cross_entropy_grad, 3, 3);
+  OpInfo xent_grad = ops::new_op(OpKind::softmax_cross_entropy_grad);
   xent_grad.infer = infer_xent_grad;
   xent_grad.examples = [] { return std::vector<OpExample>{xent_example(true)}; };
   xent_grad.emitted_by = {OpKind::softmax_cross_entropy};

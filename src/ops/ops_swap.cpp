@@ -38,7 +38,7 @@ Cost copy_cost(const Types& in, const Types&, const Attrs&) {
 Cost no_cost(const Types&, const Types&, const Attrs&) { return Cost{}; }
 
 OpInfo copy_op(OpKind op) {
-  OpInfo info = ops::new_op(op, 1, 1);
+  OpInfo info = ops::new_op(op);
   info.infer = infer_copy;
   info.cost = copy_cost;
   info.copy = true;
@@ -54,7 +54,7 @@ OpInfo copy_op(OpKind op) {
 void register_swap_ops(OpTableBuilder& table) {
   table.add(copy_op(OpKind::to_host));
   table.add(copy_op(OpKind::to_device));
-  OpInfo wait = ops::new_op(OpKind::swap_wait, 2, 2);
+  OpInfo wait = ops::new_op(OpKind::swap_wait);
   wait.infer = infer_wait;
   wait.cost = no_cost;
   wait.copy = true;

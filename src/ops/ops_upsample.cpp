@@ -99,14 +99,14 @@ std::vector<OpExample> upsample_grad_examples() {
 }  // namespace
 
 void register_upsample_ops(OpTableBuilder& table) {
-  OpInfo upsample = ops::new_op(OpKind::upsample, 1, 1);
+  OpInfo upsample = ops::new_op(OpKind::upsample);
   upsample.infer = infer_upsample;
   upsample.grad = grad_upsample;
   upsample.cost = upsample_cost<false>;
   upsample.examples = upsample_examples;
   table.add(upsample);
 
-  OpInfo upsample_grad = ops::new_op(OpKind::upsample_grad, 1, 1);
+  OpInfo upsample_grad = ops::new_op(OpKind::upsample_grad);
   upsample_grad.infer = infer_upsample_grad;
   upsample_grad.cost = upsample_cost<true>;
   upsample_grad.examples = upsample_grad_examples;

@@ -5,7 +5,7 @@
 #include <optional>
 #include <unordered_set>
 
-#include "passes/phase.h"
+#include "ir/phase.h"
 #include "passes/recompute.h"
 #include "passes/recompute_optimal.h"
 #include "passes/recompute_policy.h"

@@ -4,48 +4,11 @@
 #include <utility>
 
 #include "core/check.h"
+#include "ir/phase.h"
 #include "ir/rebuild.h"
-#include "passes/phase.h"
+#include "ops/op_table.h"
 
 namespace memfit {
-
-bool is_cheap_op(OpKind op) {
-  switch (op) {
-    case OpKind::relu:
-    case OpKind::gelu:
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::batch_norm:
-    case OpKind::batch_norm_inference:
-    case OpKind::dropout:
-    case OpKind::scale:
-    case OpKind::add:
-    case OpKind::sub:
-    case OpKind::mul:
-    case OpKind::reshape:
-    case OpKind::transpose:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool always_kept(const Node& node, size_t output) {
-  return node.op == OpKind::batch_norm && (output == 1 || output == 2);
-}
-
-Node recompute_form(const Node& original) {
-  Node node = original;
-  if (original.op != OpKind::batch_norm) return node;
-  // (x, gamma, beta, running_mean, running_var) -> (y, mean, var, ...) becomes
-  // (x, gamma, beta, mean, var) -> y.
-  node.op = OpKind::batch_norm_inference;
-  node.inputs = {original.inputs[0], original.inputs[1], original.inputs[2], original.outputs[1],
-                 original.outputs[2]};
-  node.outputs = {original.outputs[0]};
-  return node;
-}
-
 namespace {
 
 // Stage 2: which values stay as the forward pass made them, and the level of
@@ -136,7 +99,7 @@ Result<Kept> kept_values(const Graph& graph, const std::vector<bool>& forward,
       if (graph.value(in).producer.valid())
         longest = std::max(longest, chain[graph.value(in).producer.idx()]);
     }
-    const bool mirrored = options.mirror && is_cheap_op(node.op) && !checkpoint &&
+    const bool mirrored = options.mirror && op_info(node.op).cheap_to_recompute && !checkpoint &&
                           readers <= 1 && longest < kMirrorChain &&
                           std::all_of(node.inputs.begin(), node.inputs.end(), available);
     if (mirrored) chain[n] = longest + 1;

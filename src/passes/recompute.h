@@ -5,23 +5,25 @@
 //
 // Input invariants: a verified step graph (forward, backward and optimizer
 // nodes in one graph, as build_step_graph makes it), nodes in topological
-// order, phases as node_phase (src/passes/phase.h) tells them.
+// order, phases as node_phase (src/ir/phase.h) tells them.
 //
 // 1. Phases: every node is forward or not (backward, update). A forward value
 //    is an output of a forward node.
 // 2. Kept values: graph inputs, outputs of non-forward nodes, the requested
 //    checkpoints of level 0 (`keep`), graph outputs, the next values of state
-//    updates, batch norm's batch statistics (always_kept), and every output of a forward node that the forward pass itself
-//    does not need (none of its outputs is read by a forward node, is a graph
-//    output or an update): recomputing such a node would only move it. Every
-//    other forward value is dropped; with `keep_others`, only the outputs of
+//    updates, batch norm's batch statistics (always_kept, src/ops/op_table.h),
+//    and every output of a forward node that the forward pass itself does not
+//    need (none of its outputs is read by a forward node, is a graph output or
+//    an update): recomputing such a node would only move it. Every other
+//    forward value is dropped; with `keep_others`, only the outputs of
 //    mirrored nodes are (mirror alone).
 //    Levels: a forward node that makes a checkpoint of level k >= 1
-//    (`levels[k - 1]`) has level k; a mirrored node (is_cheap_op, makes no
-//    checkpoint, its outputs read by at most one forward node, and each of
-//    its inputs a graph input, read by a non-forward node, or made by a
-//    mirrored node, through a chain of at most 4 mirrored nodes) has level
-//    L + 2, for L = levels.size(); every other forward node has level L + 1.
+//    (`levels[k - 1]`) has level k; a mirrored node (its op
+//    cheap_to_recompute, makes no checkpoint, its outputs read by at most one
+//    forward node, and each of its inputs a graph input, read by a non-forward
+//    node, or made by a mirrored node, through a chain of at most 4 mirrored
+//    nodes) has level L + 2, for L = levels.size(); every other forward node
+//    has level L + 1.
 //    The level-l segment of a forward node is the number of checkpoints of
 //    level <= l (of those in `segment_ends`, when it is set) made at or
 //    before it in the forward order.
@@ -49,19 +51,19 @@
 //    one segment's recomputed activations (per level) are live at a time.
 // 4. Rebuild: values are renumbered in definition order.
 //
-// Clones keep their op and attrs (but batch norm's, recompute_form): dropout's
-// key draws the same mask, and the kernels are deterministic, so a clone's
-// outputs equal the original's bit for bit. A batch norm's clone normalizes
-// the same batch with the batch statistics the original saved, and updates no
-// running statistics: the updates keep naming the originals' outputs, so the
-// state moves once per step.
+// Clones keep their op and attrs (but batch norm's, recompute_form in
+// src/ops/op_table.h): dropout's key draws the same mask, and the kernels are
+// deterministic, so a clone's outputs equal the original's bit for bit. A
+// batch norm's clone normalizes the same batch with the batch statistics the
+// original saved, and updates no running statistics: the updates keep naming
+// the originals' outputs, so the state moves once per step.
 //
 // Guarantees: a verified graph with the same inputs, outputs, updates and
 // originals (in their order); without levels and mirror every forward node is
 // cloned at most once; every clone runs after its inputs and before its first
 // consumer; no non-forward node reads a dropped value.
 // The executor may run the nodes in a memory-aware order instead
-// (src/passes/schedule.cpp), which can move clones away from their consumers;
+// (src/memory/schedule.cpp), which can move clones away from their consumers;
 // it keeps that order only when its arena is smaller, so the placement made
 // here is never traded for a larger arena.
 // Cost: O(N L + E + C) for N nodes, E node inputs, L levels and C clones
@@ -90,8 +92,8 @@ struct RecomputeOptions {
   // (checkpoint_candidates) is made by several nodes; only its last value
   // ends a segment, so the cut's other values do not split one.
   std::vector<ValueId> segment_ends;
-  // Mirror (MXNet's): the outputs of cheap ops (is_cheap_op) that make no
-  // checkpoint, are read by at most one forward node and read only values
+  // Mirror (MXNet's): the outputs of cheap ops (cheap_to_recompute) that make
+  // no checkpoint, are read by at most one forward node and read only values
   // that the backward pass reads anyway (or mirrored ones, at most 4 in a
   // chain, or graph inputs) are recomputed for each backward node that reads
   // them rather than stored.
@@ -99,25 +101,6 @@ struct RecomputeOptions {
   // Keep every forward value but the mirrored ones (mirror without a strategy).
   bool keep_others = false;
 };
-
-// Ops cheap enough to recompute for every backward reader: eltwise
-// activations, batch norm, dropout, scale, add, sub, mul, reshape, transpose.
-bool is_cheap_op(OpKind op);
-
-// Forward outputs the pass never drops (besides graph outputs and the next
-// values of state updates): batch norm's batch statistics, mean and var (C
-// floats each), so that its clones normalize with them (recompute_form).
-bool always_kept(const Node& node, size_t output);
-
-// The node the pass inserts to recompute forward node `original`: a copy of
-// it, but a batch_norm becomes a batch_norm_inference of the original's x,
-// gamma and beta with the original's saved batch statistics as its
-// statistics, and y as its only output. It skips the passes over x that
-// compute the statistics (the largest part of batch norm's time), gives y's
-// bits (both backends normalize with the float statistics either way), and
-// moves no running statistics. The cost-driven strategies price a clone by
-// this node; its inputs and outputs are the original's values.
-Node recompute_form(const Node& original);
 
 struct RecomputeStats {
   size_t dropped_values = 0;    // forward values the backward pass now reads from clones

@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "passes/phase.h"
+#include "ir/phase.h"
+#include "ops/op_table.h"
 #include "passes/recompute.h"
 #include "passes/recompute_optimal.h"
 

@@ -6,7 +6,8 @@
 #include <utility>
 
 #include "core/check.h"
-#include "passes/phase.h"
+#include "ir/phase.h"
+#include "ops/op_table.h"
 #include "passes/recompute.h"
 #include "passes/recompute_rotor.h"
 

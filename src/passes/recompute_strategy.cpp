@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "passes/phase.h"
+#include "ir/phase.h"
 #include "passes/recompute.h"
 #include "passes/recompute_policy.h"
 

@@ -5,8 +5,9 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "ir/phase.h"
 #include "ir/rebuild.h"
-#include "passes/phase.h"
+#include "ops/typed_graph.h"
 
 namespace memfit {
 namespace {
@@ -302,14 +303,14 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
   for (const Plan& p : plans) {
     const ValueId x = p.c.value;
     const Value value = graph.value(x);  // a copy: adding nodes moves the graph's values
-    MEMFIT_ASSIGN_OR_RETURN(NodeId out, graph.add_node(OpKind::to_host, {x}, NoAttrs{},
-                                                       value.name + ".to_host", value.role));
+    MEMFIT_ASSIGN_OR_RETURN(NodeId out, add_node(graph, OpKind::to_host, {x}, NoAttrs{},
+                                                 value.name + ".to_host", value.role));
     const ValueId h = graph.node(out).outputs[0];
-    MEMFIT_ASSIGN_OR_RETURN(NodeId wait, graph.add_node(OpKind::swap_wait, {x, h}, NoAttrs{},
-                                                        value.name + ".swap_wait", value.role));
+    MEMFIT_ASSIGN_OR_RETURN(NodeId wait, add_node(graph, OpKind::swap_wait, {x, h}, NoAttrs{},
+                                                  value.name + ".swap_wait", value.role));
     for (const SwapIn& group : p.ins) {
-      MEMFIT_ASSIGN_OR_RETURN(NodeId in, graph.add_node(OpKind::to_device, {h}, NoAttrs{},
-                                                        value.name + ".to_device", value.role));
+      MEMFIT_ASSIGN_OR_RETURN(NodeId in, add_node(graph, OpKind::to_device, {h}, NoAttrs{},
+                                                  value.name + ".to_device", value.role));
       const ValueId back = graph.node(in).outputs[0];
       for (int32_t r : group.readers) replace[static_cast<size_t>(r)].emplace_back(x, back);
       ins_at[static_cast<size_t>(group.at)].push_back(in);

@@ -6,7 +6,7 @@
 //
 // Input invariants: a verified step graph whose node order is the schedule
 // (as Executable::prepare would run it: the executor keeps the order of a
-// graph with copy nodes), phases as node_phase (src/passes/phase.h) tells
+// graph with copy nodes), phases as node_phase (src/ir/phase.h) tells
 // them, no copy nodes yet; per value its bytes as the backend lays it out;
 // per node its predicted seconds (src/passes/step_time.h).
 //

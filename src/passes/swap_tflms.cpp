@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "core/check.h"
-#include "passes/phase.h"
+#include "ir/phase.h"
 
 namespace memfit {
 namespace {

@@ -55,7 +55,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "memfit/train.h"
+#include "memfit/techniques.h"
 #include "passes/swap.h"
 
 namespace memfit {

@@ -8,8 +8,8 @@
 #include <new>
 
 #include "core/check.h"
+#include "memory/schedule.h"
 #include "ops/op_table.h"
-#include "passes/schedule.h"
 
 namespace memfit {
 

@@ -64,7 +64,7 @@ class Executable {
   // Creates every node's kernel once (with `backend` where it supports the
   // node, else with the reference backend), plans the memory with the bytes
   // of the backend's layouts and the kernels' workspaces, in the graph's order
-  // and in a memory-aware order (src/passes/schedule.cpp), keeps the order
+  // and in a memory-aware order (src/memory/schedule.cpp), keeps the order
   // whose arena is smaller (a graph with copy nodes keeps its order: the swap
   // pass placed them by time), and allocates the arena and the host pool. Debug builds, and builds
   // with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.

@@ -1,5 +1,6 @@
 #include "step/compile_step.h"
 
+#include "ops/typed_graph.h"
 #include "passes/recompute_policy.h"
 
 namespace memfit {

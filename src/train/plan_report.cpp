@@ -8,7 +8,7 @@
 #include "train/plan_report.h"
 
 #include "memory/planner.h"
-#include "passes/phase.h"
+#include "ir/phase.h"
 #include "passes/step_time.h"
 #include "step/step_budget.h"
 
@@ -65,18 +65,6 @@ BytesByRole public_roles(const RoleBytes& roles) {
 }
 
 }  // namespace
-
-std::string_view phase_name(Phase phase) {
-  switch (phase) {
-    case Phase::forward:
-      return "forward";
-    case Phase::backward:
-      return "backward";
-    case Phase::update:
-      return "update";
-  }
-  return "?";
-}
 
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
   MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step(request.step));

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/random.h"
+#include "ops/typed_graph.h"
 #include "step/step_budget.h"
 
 namespace memfit {

@@ -1,6 +1,18 @@
-#include "passes/phase.h"
+#include "ir/phase.h"
 
 namespace memfit {
+
+std::string_view phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::update:
+      return "update";
+  }
+  return "?";
+}
 
 // The optimizer's nodes write parameters or optimizer state, or read
 // optimizer state (the sum of the accumulated and this micro-batch's

@@ -15,7 +15,7 @@
 //    again, so the choice is that of scanning every ready node.
 // Cost: O((N + E) log N + the readers of every value once) for N nodes and E
 // node inputs.
-#include "passes/schedule.h"
+#include "memory/schedule.h"
 
 #include <algorithm>
 #include <functional>

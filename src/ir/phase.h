@@ -2,12 +2,11 @@
 #pragma once
 
 #include "memfit/ir.h"
-#include "memfit/plan.h"
 
 namespace memfit {
 
 // The phase of `node`, from its op and the roles of its inputs and outputs
-// (the rule of include/memfit/plan.h's Phase). Recomputed clones of forward
+// (the rule of include/memfit/ir.h's Phase). Recomputed clones of forward
 // nodes are forward nodes too, wherever they run.
 Phase node_phase(const Graph& graph, const Node& node);
 
