@@ -133,7 +133,8 @@ Graph tanh_chain(int n, int width);
 void expect_identical_steps(const StepRun& expected, const StepRun& actual,
                             const std::string& what);
 
-// Measures a graph's arena: the arena bytes of its plan on `backend`.
+// Measures a graph by the arena bytes of its plan on `backend` (which must
+// outlive the function returned).
 ArenaOf backend_arena_of(const Backend& backend);
 
 // A model's name as gtest takes it in a test name ('-' becomes '_').
