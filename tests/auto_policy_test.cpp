@@ -173,7 +173,7 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
   }
 }
 
-using StepRun = testing::VerifiedStep;
+using testing::StepRun;
 
 // One optimizer step on the cpu backend, poison mode on, the plan verified.
 StepRun one_step(const ModelOptions& model, size_t budget, double link_gbps, bool automatic) {
@@ -191,8 +191,7 @@ TEST(AutoPolicy, MixedStepIsBitIdentical) {
   EXPECT_LE(automatic.arena, budget);
   EXPECT_GT(automatic.recompute.recomputed_nodes, 0u);
   EXPECT_GT(automatic.swap.swapped_values, 0u);
-  testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,
-                                  "resnet-cifar-20 --policy auto");
+  testing::expect_identical_steps(plain, automatic, "resnet-cifar-20 --policy auto");
 }
 
 // Whether the plan says that nothing lowers `model`'s step to `budget`:
@@ -242,8 +241,7 @@ TEST_P(AutoGivesTheSameStep, BitForBit) {
       const StepRun& automatic = *runs[i];
       EXPECT_LE(automatic.arena, budget) << what;
       EXPECT_GT(automatic.recompute.recomputed_nodes + automatic.swap.swapped_values, 0u) << what;
-      testing::expect_identical_steps(plain.losses, plain.state, automatic.losses, automatic.state,
-                                      what);
+      testing::expect_identical_steps(plain, automatic, what);
     }
     return;
   }
@@ -263,11 +261,7 @@ INSTANTIATE_TEST_SUITE_P(
         ModelOptions{
             .name = "transformer", .batch = 4, .depth = 1, .width = 32, .seq_len = 16, .vocab = 50},
         ModelOptions{.name = "unet3d", .batch = 1, .classes = 2, .width = 4, .volume = 16}),
-    [](const ::testing::TestParamInfo<ModelOptions>& info) {
-      std::string name = info.param.name;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
-    });
+    testing::model_param_name);
 
 }  // namespace
 }  // namespace memfit

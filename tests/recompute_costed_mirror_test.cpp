@@ -27,25 +27,6 @@
 namespace memfit {
 namespace {
 
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.lr = 0.1f;
-  return o;
-}
-
-ArenaOf cpu_arena_of(const Backend& backend) {
-  return [&backend](const Graph& graph) -> Result<size_t> {
-    MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, ExecOptions{}));
-    return prepared->plan().arena_bytes;
-  };
-}
-
-std::string test_name(const ModelOptions& model) {
-  std::string name = model.name;
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
-}
-
 // lenet mirrors nothing (its relu reads a convolution output that no
 // backward node reads), so it is left out.
 const ModelOptions kModels[] = {
@@ -63,7 +44,8 @@ class OptimalMirror : public ::testing::TestWithParam<ModelOptions> {};
 // any mix of block modes) mirrors exactly the nodes mirror alone mirrors, and
 // no mirrored value is ever kept: the premise of the block costs.
 TEST_P(OptimalMirror, CheckpointSetsLeaveTheMirroredNodesAlone) {
-  const Graph step = build_step_graph(GetParam(), 1, sgd(), UpdateMode::apply, nullptr).value();
+  const Graph step =
+      build_step_graph(GetParam(), 1, testing::sgd(), UpdateMode::apply, nullptr).value();
   RecomputeOptions alone;
   alone.mirror = true;
   const std::vector<bool> mirrored = mirrored_nodes(step, alone).value();
@@ -106,9 +88,9 @@ constexpr double kMilpSeconds = 1;
 
 TEST_P(OptimalMirror, FitsAndNeverRecomputesMoreThanSqrtOrBudgetAtTheirArenas) {
   const ModelOptions& model = GetParam();
-  const Graph step = build_step_graph(model, 1, sgd(), UpdateMode::apply, nullptr).value();
+  const Graph step = build_step_graph(model, 1, testing::sgd(), UpdateMode::apply, nullptr).value();
   const auto backend = make_cpu_backend();
-  const ArenaOf arena_of = cpu_arena_of(*backend);
+  const ArenaOf arena_of = testing::backend_arena_of(*backend);
   const NodeSeconds cost = roofline_cost();
   const double forward = graph_seconds(step, cost, true);
   auto outcome = [&](const RecomputedGraph& r) {
@@ -154,16 +136,10 @@ TEST_P(OptimalMirror, FitsAndNeverRecomputesMoreThanSqrtOrBudgetAtTheirArenas) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OptimalMirror, ::testing::ValuesIn(kModels),
-                         [](const ::testing::TestParamInfo<ModelOptions>& info) {
-                           return test_name(info.param);
-                         });
+                         testing::model_param_name);
 
-struct StepRun {
-  std::vector<float> losses;
-  StateStore state;
-  RecomputeSummary summary;
-  size_t arena = 0;
-};
+using testing::StepCase;
+using testing::StepRun;
 
 // `accumulate` micro-batches on the cpu backend with poison mode on.
 StepRun run_steps(const ModelOptions& model, int64_t accumulate, Recompute recompute, bool mirror,
@@ -175,23 +151,7 @@ StepRun run_steps(const ModelOptions& model, int64_t accumulate, Recompute recom
   spec.budget = budget;
   auto program = TrainingProgram::create(spec, 2, true);
   EXPECT_TRUE(program.is_ok()) << program.message();
-  StepRun run;
-  if (!program) return run;
-  run.summary = (*program)->recompute_summary();
-  run.arena = (*program)->arena_bytes();
-  (*program)->init_state(run.state, 7);
-  run.losses = testing::run_synthetic_micro_batches(**program, accumulate, run.state);
-  return run;
-}
-
-struct StepCase {
-  ModelOptions model;
-  int64_t accumulate = 1;
-  Recompute recompute = Recompute::optimal;
-};
-
-void PrintTo(const StepCase& c, std::ostream* os) {
-  *os << c.model.name << " accumulate " << c.accumulate << " " << name_of(c.recompute);
+  return program ? testing::run_step(**program, accumulate, false) : StepRun{};
 }
 
 class OptimalMirrorSteps : public ::testing::TestWithParam<StepCase> {};
@@ -207,7 +167,7 @@ TEST_P(OptimalMirrorSteps, AreBitIdenticalUnderTheSmallestArena) {
   PlanRequest request;
   request.step.model = c.model;
   request.step.accumulate = c.accumulate;
-  request.step.optimizer = sgd();
+  request.step.optimizer = testing::sgd();
   request.step.recompute = c.recompute;
   request.step.mirror = true;
   request.step.milp_seconds = kMilpSeconds;
@@ -219,8 +179,8 @@ TEST_P(OptimalMirrorSteps, AreBitIdenticalUnderTheSmallestArena) {
   const StepRun run = run_steps(c.model, c.accumulate, c.recompute, true, smallest);
   EXPECT_LE(run.arena, smallest) << what;
   EXPECT_LT(run.arena, plain.arena) << what;
-  EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
-  testing::expect_identical_steps(plain.losses, plain.state, run.losses, run.state, what);
+  EXPECT_GT(run.recompute.recomputed_nodes, 0u) << what;
+  testing::expect_identical_steps(plain, run, what);
 }
 
 const ModelOptions kResNet{.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 11};
@@ -238,7 +198,8 @@ INSTANTIATE_TEST_SUITE_P(
         // the accumulating step graph.
         StepCase{kGpt, 2, Recompute::optimal}, StepCase{kGpt, 2, Recompute::milp}),
     [](const ::testing::TestParamInfo<StepCase>& info) {
-      return test_name(info.param.model) + "_" + std::string(name_of(info.param.recompute));
+      return testing::model_test_name(info.param.model) + "_" +
+             std::string(name_of(info.param.recompute));
     });
 
 // A long skip (as U-Net's) over `n` expensive ops (softmax), each followed
@@ -270,7 +231,7 @@ TEST(MilpMirror, ReachesASmallerArenaInALongSkipThanMilpOrMirrorAlone) {
   if (!milp_available()) GTEST_SKIP() << "built without CBC";
   const Graph g = long_skip(8);
   const auto backend = make_cpu_backend();
-  const ArenaOf arena_of = cpu_arena_of(*backend);
+  const ArenaOf arena_of = testing::backend_arena_of(*backend);
   const NodeSeconds unit = [](const Graph&, const Node&) { return 1.0; };
   RecomputeOptions alone;
   alone.mirror = true;

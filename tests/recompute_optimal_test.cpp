@@ -106,19 +106,6 @@ TEST(ChainDp, MemoryModelOfASegment) {
   EXPECT_DOUBLE_EQ(each->seconds, 3 * 0.75 + 1.0);
 }
 
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.lr = 0.1f;
-  return o;
-}
-
-ArenaOf cpu_arena_of(const Backend& backend) {
-  return [&backend](const Graph& graph) -> Result<size_t> {
-    MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, ExecOptions{}));
-    return prepared->plan().arena_bytes;
-  };
-}
-
 struct Outcome {
   size_t arena = 0;
   double seconds = 0;  // predicted recompute seconds
@@ -134,9 +121,9 @@ class OptimalOnTheZoo : public ::testing::TestWithParam<ModelOptions> {};
 
 TEST_P(OptimalOnTheZoo, NeverWorseThanSqrtOrBudgetAtTheirArenas) {
   const ModelOptions& model = GetParam();
-  const Graph step = build_step_graph(model, 1, sgd(), UpdateMode::apply, nullptr).value();
+  const Graph step = build_step_graph(model, 1, testing::sgd(), UpdateMode::apply, nullptr).value();
   const auto backend = make_cpu_backend();
-  const ArenaOf arena_of = cpu_arena_of(*backend);
+  const ArenaOf arena_of = testing::backend_arena_of(*backend);
   const NodeSeconds cost = roofline_cost();
   for (Recompute other : {Recompute::sqrt, Recompute::budget}) {
     auto theirs = apply_recompute(step, other, 0, arena_of);
@@ -166,17 +153,10 @@ INSTANTIATE_TEST_SUITE_P(
         ModelOptions{
             .name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
         ModelOptions{.name = "unet3d", .batch = 1, .classes = 3, .width = 4, .volume = 16}),
-    [](const ::testing::TestParamInfo<ModelOptions>& info) {
-      std::string name = info.param.name;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
-    });
+    testing::model_param_name);
 
-struct StepRun {
-  std::vector<float> losses;
-  StateStore state;
-  RecomputeSummary summary;
-};
+using testing::StepCase;
+using testing::StepRun;
 
 // CBC's time limit in these tests: a small graph's program is solved (or
 // stopped with its best solution) well within it.
@@ -191,28 +171,7 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recomp
   spec.budget = budget;
   auto program = TrainingProgram::create(spec, 2, true);
   EXPECT_TRUE(program.is_ok()) << program.message();
-  StepRun run;
-  if (!program) return run;
-  run.summary = (*program)->recompute_summary();
-  (*program)->init_state(run.state, 7);
-  run.losses = testing::run_synthetic_micro_batches(**program, accumulate, run.state);
-  return run;
-}
-
-// Bit-identical losses and state (parameters, gradients, running statistics).
-void expect_identical(const StepRun& expected, const StepRun& actual, const std::string& what) {
-  testing::expect_identical_steps(expected.losses, expected.state, actual.losses, actual.state,
-                                  what);
-}
-
-struct StepCase {
-  ModelOptions model;
-  int64_t accumulate = 1;
-  Recompute recompute = Recompute::optimal;
-};
-
-void PrintTo(const StepCase& c, std::ostream* os) {
-  *os << c.model.name << " accumulate " << c.accumulate << " " << name_of(c.recompute);
+  return program ? testing::run_step(**program, accumulate, false) : StepRun{};
 }
 
 class StepsAreBitIdentical : public ::testing::TestWithParam<StepCase> {};
@@ -226,7 +185,7 @@ TEST_P(StepsAreBitIdentical, UnderTheSmallestArena) {
   PlanRequest request;
   request.step.model = c.model;
   request.step.accumulate = c.accumulate;
-  request.step.optimizer = sgd();
+  request.step.optimizer = testing::sgd();
   request.step.recompute = c.recompute;
   request.step.milp_seconds = kMilpSeconds;
   request.step.budget = 1;
@@ -235,8 +194,8 @@ TEST_P(StepsAreBitIdentical, UnderTheSmallestArena) {
   const size_t smallest = testing::smallest_arena_in(refused.message());
   ASSERT_GT(smallest, 0u) << refused.message();
   const StepRun run = one_step(c.model, c.accumulate, c.recompute, smallest);
-  EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
-  expect_identical(plain, run, what);
+  EXPECT_GT(run.recompute.recomputed_nodes, 0u) << what;
+  testing::expect_identical_steps(plain, run, what);
 }
 
 // Sizes at which recomputation makes the arena smaller (at smaller ones the
@@ -296,7 +255,7 @@ TEST(Milp, DropsInsideALongSkipWhereChainStrategiesCannot) {
   Graph g = parse_graph(kLongSkip).value();
   ASSERT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
   const auto backend = make_cpu_backend();
-  const ArenaOf arena_of = cpu_arena_of(*backend);
+  const ArenaOf arena_of = testing::backend_arena_of(*backend);
   const NodeSeconds unit = [](const Graph&, const Node&) { return 1.0; };
   // A budget of 1 byte: every strategy returns the smallest arena it found.
   size_t chain_best = SIZE_MAX;
@@ -321,11 +280,11 @@ TEST(Milp, RefusesLargeGraphsNamingTheLimit) {
   if (!milp_available()) GTEST_SKIP() << "built without CBC";
   const Graph step =
       build_step_graph(
-          {.name = "resnet-cifar", .batch = 1, .image_size = 8, .depth = 56, .width = 2}, 1, sgd(),
-          UpdateMode::apply, nullptr)
+          {.name = "resnet-cifar", .batch = 1, .image_size = 8, .depth = 56, .width = 2}, 1,
+          testing::sgd(), UpdateMode::apply, nullptr)
           .value();
   const auto backend = make_cpu_backend();
-  auto refused = apply_milp(step, 0, cpu_arena_of(*backend), roofline_cost(), 1);
+  auto refused = apply_milp(step, 0, testing::backend_arena_of(*backend), roofline_cost(), 1);
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.message().find("at most " + std::to_string(kMilpMaxNodes)), std::string::npos)
       << refused.message();
@@ -334,7 +293,8 @@ TEST(Milp, RefusesLargeGraphsNamingTheLimit) {
 
 TEST(CostModel, RooflineAndSignatures) {
   const Graph step =
-      build_step_graph({.name = "lenet", .batch = 2}, 1, sgd(), UpdateMode::apply, nullptr).value();
+      build_step_graph({.name = "lenet", .batch = 2}, 1, testing::sgd(), UpdateMode::apply, nullptr)
+          .value();
   const MachineSpec spec;
   for (const Node& node : step.nodes()) {
     const double s = roofline_seconds(step, node, spec);
@@ -358,7 +318,8 @@ TEST(CostModel, RooflineAndSignatures) {
 
 TEST(CostModel, MeasuresEachDistinctNodeOnce) {
   const Graph step =
-      build_step_graph({.name = "mlp", .batch = 2}, 1, sgd(), UpdateMode::apply, nullptr).value();
+      build_step_graph({.name = "mlp", .batch = 2}, 1, testing::sgd(), UpdateMode::apply, nullptr)
+          .value();
   const auto backend = make_cpu_backend(1);
   const MeasuredCosts costs = MeasuredCosts::measure(step, *backend, 1);
   std::set<std::string> signatures;

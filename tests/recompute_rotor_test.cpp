@@ -186,10 +186,7 @@ TEST(RotorDp, AMergedChainsScheduleMeansTheSameOnTheFullChain) {
 TEST(RotorOptimal, MeetsRecursivesArenaOnALongChainWithLessRecomputation) {
   const Graph g = testing::tanh_chain(48, 4096);
   const auto backend = make_reference_backend();
-  const ArenaOf arena_of = [&](const Graph& graph) -> Result<size_t> {
-    MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, *backend, ExecOptions{}));
-    return prepared->plan().arena_bytes;
-  };
+  const ArenaOf arena_of = testing::backend_arena_of(*backend);
   const NodeSeconds unit = [](const Graph&, const Node&) { return 1.0; };
   const double forward = graph_seconds(g, unit, true);
   auto recursive = apply_recompute(g, Recompute::recursive, 0, arena_of);
@@ -211,7 +208,7 @@ TEST(RotorOptimal, MeetsRecursivesArenaOnALongChainWithLessRecomputation) {
 TEST(RotorOptimal, NestedStepIsBitIdenticalUnderTheSmallestArena) {
   const ModelOptions model{
       .name = "resnet-cifar", .batch = 4, .image_size = 8, .depth = 29, .width = 2};
-  const testing::VerifiedStep plain = testing::run_verified_step(testing::test_spec(model));
+  const testing::StepRun plain = testing::run_verified_step(testing::test_spec(model));
   PlanRequest request;
   request.step.model = model;
   request.step.recompute = Recompute::optimal;
@@ -225,11 +222,10 @@ TEST(RotorOptimal, NestedStepIsBitIdenticalUnderTheSmallestArena) {
   spec.recompute = Recompute::optimal;
   spec.cost = CostModel::roofline;
   spec.budget = smallest;
-  const testing::VerifiedStep nested = testing::run_verified_step(spec);
+  const testing::StepRun nested = testing::run_verified_step(spec);
   EXPECT_LE(nested.arena, smallest);
   EXPECT_GT(nested.recompute.levels, 0u);
-  testing::expect_identical_steps(plain.losses, plain.state, nested.losses, nested.state,
-                                  "resnet-cifar optimal, nested");
+  testing::expect_identical_steps(plain, nested, "resnet-cifar optimal, nested");
 }
 
 }  // namespace

@@ -31,56 +31,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// SGD with momentum from zero velocity: after one step each `.momentum` holds
-// exactly the parameter's gradient (v' = 0.9 * 0 + g), so comparing the state
-// compares the gradients too.
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.lr = 0.1f;
-  return o;
-}
-
-struct StepRun {
-  std::vector<float> losses;
-  StateStore state;
-  RecomputeSummary summary;
-  size_t arena = 0;
-};
+using testing::StepRun;
+using Case = testing::ModelCase;
 
 // One optimizer step of `accumulate` micro-batches on the cpu backend with
 // poison mode on; the step graph and its plan are verified first.
 StepRun one_step(const ModelOptions& model, int64_t accumulate, Recompute recompute) {
   StepSpec spec = testing::test_spec(model, accumulate);
   spec.recompute = recompute;
-  auto program = TrainingProgram::create(spec, 2, true);
-  EXPECT_TRUE(program.is_ok()) << program.message();
-  StepRun run;
-  if (!program) return run;
-  const Executable& exe = (*program)->step_executable();
-  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
-  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
-  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
-  run.summary = (*program)->recompute_summary();
-  run.arena = exe.plan().arena_bytes;
-  (*program)->init_state(run.state, 7);
-  run.losses = testing::run_synthetic_micro_batches(**program, accumulate, run.state);
-  return run;
-}
-
-// Bit-identical losses and state (parameters, gradients, running statistics).
-void expect_identical(const StepRun& expected, const StepRun& actual, const std::string& what) {
-  testing::expect_identical_steps(expected.losses, expected.state, actual.losses, actual.state,
-                                  what);
-}
-
-struct Case {
-  ModelOptions model;
-  int64_t accumulate = 1;
-};
-
-// How gtest names a case in test listings.
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model.name << " batch " << c.model.batch << " accumulate " << c.accumulate;
+  return testing::run_verified_step(spec);
 }
 
 class StrategiesGiveTheSameStep : public ::testing::TestWithParam<Case> {};
@@ -88,25 +47,25 @@ class StrategiesGiveTheSameStep : public ::testing::TestWithParam<Case> {};
 TEST_P(StrategiesGiveTheSameStep, BitForBit) {
   const Case& c = GetParam();
   const StepRun plain = one_step(c.model, c.accumulate, Recompute::none);
-  EXPECT_EQ(plain.summary.recomputed_nodes, 0u);
+  EXPECT_EQ(plain.recompute.recomputed_nodes, 0u);
   size_t sqrt_arena = 0;
   for (Recompute r : {Recompute::sqrt, Recompute::budget}) {
     const std::string what = c.model.name + " --recompute " + std::string(name_of(r));
     const StepRun run = one_step(c.model, c.accumulate, r);
-    expect_identical(plain, run, what);
+    testing::expect_identical_steps(plain, run, what);
     // The plan `memfit plan` reports is the arena training allocates.
     PlanRequest request{testing::test_spec(c.model, c.accumulate)};
     request.step.recompute = r;
     auto report = plan_training_step(request);
     ASSERT_TRUE(report.is_ok()) << report.message();
     EXPECT_EQ(report->arena_bytes, run.arena) << what;
-    EXPECT_EQ(report->recomputed_nodes, run.summary.recomputed_nodes) << what;
-    EXPECT_GT(run.summary.candidates, 0u) << what;
+    EXPECT_EQ(report->recomputed_nodes, run.recompute.recomputed_nodes) << what;
+    EXPECT_GT(run.recompute.candidates, 0u) << what;
     if (r == Recompute::sqrt) {
-      EXPECT_GT(run.summary.recomputed_nodes, 0u) << what;
-      const size_t n = run.summary.candidates;
+      EXPECT_GT(run.recompute.recomputed_nodes, 0u) << what;
+      const size_t n = run.recompute.candidates;
       const auto k = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(n))));
-      EXPECT_EQ(run.summary.checkpoints, n / k) << what;
+      EXPECT_EQ(run.recompute.checkpoints, n / k) << what;
       sqrt_arena = run.arena;
     } else {
       // The search plans none and sqrt too, and takes the smallest arena.
@@ -125,9 +84,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // and must not update the running statistics again.
                       Case{{.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11}, 1}),
     [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = info.param.model.name;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
+      return testing::model_test_name(info.param.model);
     });
 
 // A chain of four tanh nodes, whose gradients read their outputs, and its
@@ -201,7 +158,7 @@ struct ResNetStep {
 
 ResNetStep resnet_step() {
   ResNetStep s;
-  s.graph = build_step_graph(s.model, 1, sgd(), UpdateMode::apply, nullptr).value();
+  s.graph = build_step_graph(s.model, 1, testing::sgd(), UpdateMode::apply, nullptr).value();
   auto program = TrainingProgram::create(testing::test_spec(s.model), 2).value();
   program->init_state(s.initial, 7);
   return s;
@@ -307,8 +264,8 @@ TEST(Recompute, CandidatesNeverCutAResidualBlock) {
   // each block's output (its add), the pre-activation that feeds a stage's
   // projection shortcut, and the head's chain; nothing else inside a block.
   const Graph g =
-      build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20}, 1, sgd(),
-                       UpdateMode::apply, nullptr)
+      build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20}, 1,
+                       testing::sgd(), UpdateMode::apply, nullptr)
           .value();
   const std::vector<Cut> cuts = checkpoint_candidates(g);
   const std::vector<ValueId> candidates = cut_values(cuts);
@@ -336,7 +293,8 @@ TEST(Recompute, CandidatesNeverCutAResidualBlock) {
 
 TEST(Recompute, GreedyKeepsACandidateWhenItsSegmentPassesTheBudget) {
   const Graph g =
-      build_step_graph({.name = "lenet", .batch = 4}, 1, sgd(), UpdateMode::apply, nullptr).value();
+      build_step_graph({.name = "lenet", .batch = 4}, 1, testing::sgd(), UpdateMode::apply, nullptr)
+          .value();
   const std::vector<Cut> cuts = checkpoint_candidates(g);
   const std::vector<ValueId> candidates = cut_values(cuts);
   // Budget 0: every candidate ends a segment; a budget over the whole forward
@@ -395,7 +353,8 @@ TEST(Recompute, SqrtAndBudgetShrinkTheArenaOfADeepResNet) {
 
 TEST(Recompute, RefusesCheckpointsThatAreNotForwardValues) {
   Graph g =
-      build_step_graph({.name = "mlp", .batch = 4}, 1, sgd(), UpdateMode::apply, nullptr).value();
+      build_step_graph({.name = "mlp", .batch = 4}, 1, testing::sgd(), UpdateMode::apply, nullptr)
+          .value();
   RecomputeOptions options;
   options.keep = {g.find_value("images")};
   auto refused = recompute(g, options);
@@ -459,7 +418,7 @@ TEST(Recompute, BatchNormCloneGivesTheOriginalsBits) {
 // reads its original's saved mean and var, and updates no running statistics.
 TEST(Recompute, BatchNormClonesReadTheSavedStatistics) {
   Graph g = build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20}, 1,
-                             sgd(), UpdateMode::apply, nullptr)
+                             testing::sgd(), UpdateMode::apply, nullptr)
                 .value();
   RecomputeOptions options;
   options.keep = sqrt_checkpoints(checkpoint_candidates(g));

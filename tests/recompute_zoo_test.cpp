@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <numeric>
 #include <string>
 
 #include "memfit/builder.h"
@@ -17,23 +16,12 @@
 #include "ops/typed_graph.h"
 #include "passes/recompute_milp.h"
 #include "test_util.h"
-#include "train/data_source.h"
 #include "train/training_program.h"
 
 namespace memfit {
 namespace {
 
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.lr = 0.1f;
-  return o;
-}
-
-struct StepRun {
-  float loss = 0;
-  StateStore state;
-  size_t recomputed_nodes = 0;
-};
+using testing::StepRun;
 
 // A step with `recompute` under `budget` (0: none); `refused` (if given) is
 // set instead of a test failure when milp refuses the model as too large.
@@ -47,32 +35,12 @@ StepRun one_step(const ModelOptions& model, Recompute recompute, bool mirror, si
   spec.milp_seconds = 1;
   spec.budget = budget;
   auto program = TrainingProgram::create(spec, model.batch, true);
-  StepRun run;
   if (refused) {
     *refused = !program && program.message().find("at most") != std::string::npos;
-    if (*refused) return run;
+    if (*refused) return {};
   }
   EXPECT_TRUE(program.is_ok()) << program.message();
-  if (!program) return run;
-  const Executable& exe = (*program)->step_executable();
-  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
-  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
-  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
-  run.recomputed_nodes = (*program)->recompute_summary().recomputed_nodes;
-  (*program)->init_state(run.state, 7);
-  auto data = synthetic_source(testing::data_kind(model.name), (*program)->model(), model.batch,
-                               model.batch, 11);
-  EXPECT_TRUE(data.is_ok()) << data.message();
-  if (!data) return run;
-  Batch batch = Batch::for_model((*program)->model());
-  std::vector<int64_t> examples(static_cast<size_t>(model.batch));
-  std::iota(examples.begin(), examples.end(), 0);
-  EXPECT_TRUE((*data)->fill(false, examples, batch).is_ok());
-  StepCounters counters;
-  auto loss = (*program)->micro_step(run.state, batch.feeds(), 3, 1.0f, counters);
-  EXPECT_TRUE(loss.is_ok()) << loss.message();
-  if (loss) run.loss = *loss;
-  return run;
+  return program ? testing::run_step(**program, 1, true) : StepRun{};
 }
 
 class ZooRecompute : public ::testing::TestWithParam<ModelOptions> {};
@@ -80,10 +48,10 @@ class ZooRecompute : public ::testing::TestWithParam<ModelOptions> {};
 TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
   const ModelOptions& model = GetParam();
   const StepRun plain = one_step(model, Recompute::none, false);
-  ASSERT_TRUE(std::isfinite(plain.loss));
-  size_t names = 0, momentum = 0;
+  ASSERT_EQ(plain.losses.size(), 1u);
+  ASSERT_TRUE(std::isfinite(plain.losses[0]));
+  size_t momentum = 0;
   for (const auto& [name, data] : plain.state.tensors()) {
-    ++names;
     momentum += name.find("momentum") != std::string::npos;
   }
   EXPECT_GT(momentum, 0u);  // the gradients are compared
@@ -107,7 +75,7 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
     if ((v.recompute == Recompute::optimal || v.recompute == Recompute::milp) && !v.mirror) {
       PlanRequest request;
       request.step.model = model;
-      request.step.optimizer = sgd();
+      request.step.optimizer = testing::sgd();
       request.step.recompute = v.recompute;
       request.step.mirror = v.mirror;
       request.step.cost = CostModel::roofline;
@@ -125,20 +93,9 @@ TEST_P(ZooRecompute, EveryStrategyGivesTheSameStepBitForBit) {
     // Mirror alone may find nothing to do (lenet: relu reads a conv output
     // that nothing in the backward pass reads).
     if (v.recompute == Recompute::recursive) {
-      EXPECT_GT(run.recomputed_nodes, 0u) << what;
+      EXPECT_GT(run.recompute.recomputed_nodes, 0u) << what;
     }
-    EXPECT_EQ(testing::as_word(plain.loss), testing::as_word(run.loss)) << what;
-    ASSERT_EQ(run.state.tensors().size(), names) << what;
-    for (const auto& [name, data] : plain.state.tensors()) {
-      const std::vector<float>* other = run.state.find(name);
-      ASSERT_NE(other, nullptr) << what << ": " << name;
-      ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
-      size_t differing = 0;
-      for (size_t i = 0; i < data.size(); ++i) {
-        differing += testing::as_word(data[i]) != testing::as_word((*other)[i]);
-      }
-      EXPECT_EQ(differing, 0u) << what << ": " << name;
-    }
+    testing::expect_identical_steps(plain, run, what);
   }
 }
 
@@ -158,13 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
         ModelOptions{
             .name = "transformer", .batch = 2, .depth = 1, .width = 32, .seq_len = 6, .vocab = 16},
         ModelOptions{.name = "unet3d", .batch = 1, .classes = 3, .width = 4, .volume = 16}),
-    [](const ::testing::TestParamInfo<ModelOptions>& info) {
-      std::string name = info.param.name;
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
-    });
+    testing::model_param_name);
 
 }  // namespace
 }  // namespace memfit

@@ -25,13 +25,8 @@
 namespace memfit {
 namespace {
 
-OptimizerConfig sgd() {
-  OptimizerConfig o;
-  o.lr = 0.1f;
-  return o;
-}
-
-using StepRun = testing::VerifiedStep;
+using testing::StepRun;
+using Case = testing::ModelCase;
 
 // One optimizer step of `accumulate` micro-batches with swap policy `swap`,
 // poison mode on (SGD with momentum from zero velocity: after one step each
@@ -42,21 +37,6 @@ StepRun one_step(const ModelOptions& model, int64_t accumulate, Swap swap, doubl
   spec.swap = swap;
   spec.link_gbps = link_gbps;
   return testing::run_verified_step(spec);
-}
-
-// Bit-identical losses and state (parameters, gradients, running statistics).
-void expect_identical(const StepRun& expected, const StepRun& actual, const std::string& what) {
-  testing::expect_identical_steps(expected.losses, expected.state, actual.losses, actual.state,
-                                  what);
-}
-
-struct Case {
-  ModelOptions model;
-  int64_t accumulate = 1;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model.name << " batch " << c.model.batch << " accumulate " << c.accumulate;
 }
 
 class SwapGivesTheSameStep : public ::testing::TestWithParam<Case> {};
@@ -76,7 +56,7 @@ TEST_P(SwapGivesTheSameStep, BitForBit) {
     const std::string what = c.model.name + " --swap " + std::string(name_of(v.swap)) +
                              " --link-gbps " + std::to_string(v.link_gbps);
     const StepRun run = one_step(c.model, c.accumulate, v.swap, v.link_gbps);
-    expect_identical(plain, run, what);
+    testing::expect_identical_steps(plain, run, what);
     if (v.swap == Swap::budget) {
       EXPECT_GT(run.swap.swapped_values, 0u) << what;
       EXPECT_EQ(run.swap.swapped_values, run.swap.candidates) << what;
@@ -87,33 +67,20 @@ TEST_P(SwapGivesTheSameStep, BitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Zoo, SwapGivesTheSameStep,
-    ::testing::Values(
-        Case{{.name = "lenet", .batch = 4}, 1},
-        // dropout, and the accumulating step graph of the first micro-batch.
-        Case{{.name = "mlp", .batch = 4}, 2},
-        Case{{.name = "resnet18", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
-        Case{{.name = "resnet34", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
-        Case{{.name = "resnet50", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
-        Case{{.name = "resnet101", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
-        Case{{.name = "resnet152", .batch = 2, .image_size = 16, .classes = 4, .width = 4}, 1},
-        Case{{.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4}, 1},
-        Case{{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 4}, 1},
-        Case{{.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
-             1},
-        Case{{.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
-             1},
-        Case{{.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16}, 1},
-        Case{
-            {.name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
-            1},
-        Case{{.name = "unet3d", .batch = 1, .classes = 3, .width = 2, .volume = 16}, 1}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = info.param.model.name;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
-    });
+// Every model of the zoo at a tiny size; mlp (dropout) with two micro-batches,
+// which also run the accumulating step graph of the first one.
+std::vector<Case> zoo_cases() {
+  std::vector<Case> cases;
+  for (const ModelOptions& model : testing::tiny_zoo()) {
+    cases.push_back({model, model.name == "mlp" ? 2 : 1});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, SwapGivesTheSameStep, ::testing::ValuesIn(zoo_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return testing::model_test_name(info.param.model);
+                         });
 
 // A forward chain a -> b -> c -> d and its backward, by hand: %a and %b are read
 // again by the backward nodes. Every tensor f32[64,64]: 16 KiB.
@@ -215,7 +182,7 @@ TEST(SwapPass, RefusesAValueThatIsNotACandidate) {
 TEST(SwapPlan, HostPoolWithoutSharingIsTheSumOfTheSwappedValues) {
   const auto backend = make_cpu_backend();
   Graph step = build_step_graph({.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11},
-                                1, sgd(), UpdateMode::apply, nullptr)
+                                1, testing::sgd(), UpdateMode::apply, nullptr)
                    .value();
   for (bool share : {false, true}) {
     const ExecOptions exec{share, false, 0, 0};
@@ -247,7 +214,7 @@ TEST(SwapPlan, HostPoolWithoutSharingIsTheSumOfTheSwappedValues) {
 TEST(SwapPlan, BudgetPolicySwapsTheFewestThatFitAndNamesTheSmallestArena) {
   PlanRequest request;
   request.step.model = {.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
-  request.step.optimizer = sgd();
+  request.step.optimizer = testing::sgd();
   const PlanReport plain = plan_training_step(request).value();
   request.step.swap = Swap::budget;
   const PlanReport all = plan_training_step(request).value();
@@ -305,7 +272,7 @@ output %b
 TEST(MaxBatch, SwappingFitsALargerBatch) {
   PlanRequest request;
   request.step.model = {.name = "resnet-cifar", .image_size = 16, .depth = 11};
-  request.step.optimizer = sgd();
+  request.step.optimizer = testing::sgd();
   request.step.budget = size_t{12} << 20;
   const MaxBatchReport shared = find_max_batch(request).value();
   request.step.swap = Swap::budget;

@@ -23,7 +23,7 @@
 namespace memfit {
 namespace {
 
-using StepRun = testing::VerifiedStep;
+using testing::StepRun;
 
 // One optimizer step on the cpu backend, poison mode on, after verifying the
 // step graph and its plan.
@@ -61,7 +61,7 @@ TEST_P(TflmsGivesTheSameStep, BitForBit) {
                            Variant{"branches", branches}, Variant{"direct_order lb 3", direct}}) {
     const std::string what = model.name + " tflms " + v.name;
     const StepRun run = one_step(model, Swap::tflms, v.options);
-    testing::expect_identical_steps(plain.losses, plain.state, run.losses, run.state, what);
+    testing::expect_identical_steps(plain, run, what);
     EXPECT_GT(run.swap.swapped_values, 0u) << what;
     EXPECT_GE(run.swap.swap_ins, run.swap.swapped_values) << what;
     if (v.options.branches && (model.name == "unet3d" || model.name.starts_with("resnet"))) {
@@ -70,30 +70,8 @@ TEST_P(TflmsGivesTheSameStep, BitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Zoo, TflmsGivesTheSameStep,
-    ::testing::Values(
-        ModelOptions{.name = "lenet", .batch = 4}, ModelOptions{.name = "mlp", .batch = 4},
-        ModelOptions{.name = "resnet18", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
-        ModelOptions{.name = "resnet34", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
-        ModelOptions{.name = "resnet50", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
-        ModelOptions{.name = "resnet101", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
-        ModelOptions{.name = "resnet152", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
-        ModelOptions{.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4},
-        ModelOptions{.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 4},
-        ModelOptions{
-            .name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
-        ModelOptions{
-            .name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
-        ModelOptions{.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
-        ModelOptions{
-            .name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
-        ModelOptions{.name = "unet3d", .batch = 1, .classes = 3, .width = 2, .volume = 16}),
-    [](const ::testing::TestParamInfo<ModelOptions>& info) {
-      std::string name = info.param.name;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Zoo, TflmsGivesTheSameStep, ::testing::ValuesIn(testing::tiny_zoo()),
+                         testing::model_param_name);
 
 // A chain a -> b -> c -> d and its backward, named as autodiff names them;
 // two extra backward nodes put ga three nodes after b's gradient. Positions:

@@ -130,54 +130,109 @@ std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t
   return losses;
 }
 
+OptimizerConfig sgd() {
+  OptimizerConfig o;
+  o.lr = 0.1f;
+  return o;
+}
+
 StepSpec test_spec(const ModelOptions& model, int64_t accumulate) {
   StepSpec spec;
   spec.model = model;
   spec.accumulate = accumulate;
-  spec.optimizer.lr = 0.1f;
+  spec.optimizer = sgd();
   return spec;
 }
 
-VerifiedStep run_verified_step(const StepSpec& spec, bool poison) {
-  Result<VerifiedStep> run = try_verified_step(spec, poison);
-  EXPECT_TRUE(run.is_ok()) << run.message();
-  return run ? std::move(run).value() : VerifiedStep{};
-}
-
-Result<VerifiedStep> try_verified_step(const StepSpec& spec, bool poison) {
-  auto program = TrainingProgram::create(spec, 2, poison);
-  if (!program) return program.status();
-  VerifiedStep run;
-  const Executable& exe = (*program)->step_executable();
-  EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
-  const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
-  EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
-  run.recompute = (*program)->recompute_summary();
-  run.swap = (*program)->swap_summary();
+StepRun run_step(TrainingProgram& program, int64_t accumulate, bool verify) {
+  StepRun run;
+  const Executable& exe = program.step_executable();
+  if (verify) {
+    EXPECT_TRUE(verify_graph(exe.graph()).is_ok());
+    const Status plan_ok = verify_plan(exe.graph(), exe.sizes(), exe.plan());
+    EXPECT_TRUE(plan_ok.is_ok()) << plan_ok.message();
+  }
+  run.recompute = program.recompute_summary();
+  run.swap = program.swap_summary();
   run.arena = exe.plan().arena_bytes;
   run.host = exe.plan().host_bytes;
-  (*program)->init_state(run.state, 7);
-  run.losses = run_synthetic_micro_batches(**program, spec.accumulate, run.state);
+  program.init_state(run.state, 7);
+  run.losses = run_synthetic_micro_batches(program, accumulate, run.state);
   return run;
 }
 
-void expect_identical_steps(const std::vector<float>& expected_losses, const StateStore& expected,
-                            const std::vector<float>& losses, const StateStore& actual,
+StepRun run_verified_step(const StepSpec& spec, bool poison) {
+  Result<StepRun> run = try_verified_step(spec, poison);
+  EXPECT_TRUE(run.is_ok()) << run.message();
+  return run ? std::move(run).value() : StepRun{};
+}
+
+Result<StepRun> try_verified_step(const StepSpec& spec, bool poison) {
+  auto program = TrainingProgram::create(spec, 2, poison);
+  if (!program) return program.status();
+  return run_step(**program, spec.accumulate, true);
+}
+
+void expect_identical_steps(const StepRun& expected, const StepRun& actual,
                             const std::string& what) {
-  ASSERT_EQ(expected_losses.size(), losses.size()) << what;
-  for (size_t i = 0; i < losses.size(); ++i) {
-    EXPECT_EQ(as_word(expected_losses[i]), as_word(losses[i])) << what;
-    EXPECT_TRUE(std::isfinite(losses[i])) << what;
+  ASSERT_EQ(expected.losses.size(), actual.losses.size()) << what;
+  for (size_t i = 0; i < actual.losses.size(); ++i) {
+    EXPECT_EQ(as_word(expected.losses[i]), as_word(actual.losses[i])) << what;
+    EXPECT_TRUE(std::isfinite(actual.losses[i])) << what;
   }
-  ASSERT_EQ(expected.tensors().size(), actual.tensors().size()) << what;
-  for (const auto& [name, data] : expected.tensors()) {
-    const std::vector<float>* other = actual.find(name);
+  ASSERT_EQ(expected.state.tensors().size(), actual.state.tensors().size()) << what;
+  for (const auto& [name, data] : expected.state.tensors()) {
+    const std::vector<float>* other = actual.state.find(name);
     ASSERT_NE(other, nullptr) << what << ": " << name;
     ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
     size_t differing = 0;
     for (size_t i = 0; i < data.size(); ++i) differing += as_word(data[i]) != as_word((*other)[i]);
     EXPECT_EQ(differing, 0u) << what << ": " << name;
   }
+}
+
+ArenaOf backend_arena_of(const Backend& backend) {
+  return [&backend](const Graph& graph) -> Result<size_t> {
+    MEMFIT_ASSIGN_OR_RETURN(auto prepared, Executable::prepare(graph, backend, ExecOptions{}));
+    return prepared->plan().arena_bytes;
+  };
+}
+
+std::string model_test_name(const ModelOptions& model) {
+  std::string name = model.name;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+std::string model_param_name(const ::testing::TestParamInfo<ModelOptions>& info) {
+  return model_test_name(info.param);
+}
+
+std::vector<ModelOptions> tiny_zoo() {
+  return {
+      {.name = "lenet", .batch = 4},
+      {.name = "mlp", .batch = 4},
+      {.name = "resnet18", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
+      {.name = "resnet34", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
+      {.name = "resnet50", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
+      {.name = "resnet101", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
+      {.name = "resnet152", .batch = 2, .image_size = 16, .classes = 4, .width = 4},
+      {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4},
+      {.name = "vgg16", .batch = 2, .image_size = 32, .classes = 4, .width = 4},
+      {.name = "lstm-lm", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
+      {.name = "seq2seq", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+      {.name = "gpt", .batch = 2, .depth = 2, .width = 16, .seq_len = 4, .vocab = 16},
+      {.name = "transformer", .batch = 2, .depth = 1, .width = 16, .seq_len = 4, .vocab = 16},
+      {.name = "unet3d", .batch = 1, .classes = 3, .width = 2, .volume = 16},
+  };
+}
+
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.model.name << " batch " << c.model.batch << " accumulate " << c.accumulate;
+}
+
+void PrintTo(const StepCase& c, std::ostream* os) {
+  *os << c.model.name << " accumulate " << c.accumulate << " " << name_of(c.recompute);
 }
 
 Graph tanh_chain(int n, int width) {

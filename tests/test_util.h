@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "ops/op_table.h"
+#include "passes/recompute_strategy.h"
 #include "runtime/executor.h"
 #include "train/training_program.h"
 
@@ -85,14 +87,17 @@ DataKind data_kind(const std::string& model);
 std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t accumulate,
                                                StateStore& state);
 
-// The step the tests run unless they say otherwise: `model`, SGD with
-// learning rate 0.1, the cpu backend.
+// SGD with momentum and learning rate 0.1. From zero velocity, after one step
+// each `.momentum` holds exactly the parameter's gradient (v' = 0.9 * 0 + g),
+// so comparing the state compares the gradients too.
+OptimizerConfig sgd();
+
+// The step the tests run unless they say otherwise: `model`, sgd(), the cpu
+// backend.
 StepSpec test_spec(const ModelOptions& model, int64_t accumulate = 1);
 
-// One optimizer step of `spec` (evaluation batch 2), poison mode as given,
-// after verifying the step graph and its plan (failures are test failures),
-// from parameters initialized with seed 7.
-struct VerifiedStep {
+// What one optimizer step gave.
+struct StepRun {
   std::vector<float> losses;
   StateStore state;
   RecomputeSummary recompute;
@@ -100,10 +105,19 @@ struct VerifiedStep {
   size_t arena = 0;
   size_t host = 0;
 };
-VerifiedStep run_verified_step(const StepSpec& spec, bool poison = true);
+
+// One optimizer step of `program` (`accumulate` micro-batches, as
+// run_synthetic_micro_batches runs them) from parameters initialized with
+// seed 7; with `verify`, the step graph and its plan are verified first
+// (failures are test failures).
+StepRun run_step(TrainingProgram& program, int64_t accumulate, bool verify);
+
+// One verified step (run_step) of `spec` (evaluation batch 2), poison mode as
+// given; failures are test failures.
+StepRun run_verified_step(const StepSpec& spec, bool poison = true);
 // The same, but a program that cannot be made (its plan over spec.budget, say)
 // is the error returned, not a test failure.
-Result<VerifiedStep> try_verified_step(const StepSpec& spec, bool poison = true);
+Result<StepRun> try_verified_step(const StepSpec& spec, bool poison = true);
 
 // The bytes after "the smallest arena this plan reaches is " in a budget
 // error (plan_training_step's); 0 when it is not there.
@@ -116,8 +130,35 @@ Graph tanh_chain(int n, int width);
 
 // Expects the same losses and state (parameters, optimizer state, running
 // statistics) bit for bit, and finite losses.
-void expect_identical_steps(const std::vector<float>& expected_losses, const StateStore& expected,
-                            const std::vector<float>& losses, const StateStore& actual,
+void expect_identical_steps(const StepRun& expected, const StepRun& actual,
                             const std::string& what);
+
+// Measures a graph by the arena bytes of its plan on `backend` (which must
+// outlive the function returned).
+ArenaOf backend_arena_of(const Backend& backend);
+
+// A model's name as gtest takes it in a test name ('-' becomes '_').
+std::string model_test_name(const ModelOptions& model);
+// The same for a parameter that is the model.
+std::string model_param_name(const ::testing::TestParamInfo<ModelOptions>& info);
+
+// Every model of the zoo at a tiny size (the swap tests' cases).
+std::vector<ModelOptions> tiny_zoo();
+
+// A model and the micro-batches of its optimizer step, as a test parameter.
+struct ModelCase {
+  ModelOptions model;
+  int64_t accumulate = 1;
+};
+// How gtest prints a case in test listings.
+void PrintTo(const ModelCase& c, std::ostream* os);
+
+// A recompute strategy's step on a model, as a test parameter.
+struct StepCase {
+  ModelOptions model;
+  int64_t accumulate = 1;
+  Recompute recompute = Recompute::optimal;
+};
+void PrintTo(const StepCase& c, std::ostream* os);
 
 }  // namespace memfit::testing

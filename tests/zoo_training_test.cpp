@@ -77,11 +77,7 @@ class ZooTraining : public ::testing::TestWithParam<Case> {};
 TEST_P(ZooTraining, LossFalls) { expect_learns(GetParam()); }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  std::string name = info.param.options.name;
-  for (char& ch : name) {
-    if (ch == '-') ch = '_';
-  }
-  return name;
+  return testing::model_test_name(info.param.options);
 }
 
 // Tiny sizes keep each case within a few seconds on two cores.
