@@ -5,9 +5,10 @@
 // 1. Persistent buffers (live for the whole step) are packed at the bottom of
 //    the arena, in order: they overlap every other buffer in time anyway.
 // 2. The others are placed one by one above them. For each, the buffers
-//    already placed that are live at a common step are gathered through a
-//    time index (blocks of kBlockSteps steps), sorted by offset, and the gaps
-//    between them searched:
+//    already placed that are live at a common step are gathered in offset
+//    order (from all placed buffers kept sorted by offset, or, for many
+//    buffers, through a time index of blocks of kBlockSteps steps and a
+//    sort), and the gaps between them searched:
 //    - greedy by size (Pisarchyk and Lee 2020): largest buffer first, into the
 //      smallest gap that holds it (best fit), else above the highest;
 // 3. By time: a simulation of a best-fit allocator over the schedule, which
@@ -15,14 +16,16 @@
 //    is O(B log B) and is the only one run when greedy by size would cost
 //    more than kMaxGreedyWork (dense overlaps, as in very deep networks).
 // Guarantees: buffers live at a common step get disjoint slices; offsets are
-// multiples of the alignment when sizes are. Cost: O(B (k log k + S/kBlockSteps))
-// for B buffers, k the number of placed buffers overlapping one in time, S steps.
+// multiples of the alignment when sizes are. Cost: O(B^2) up to
+// kLinearScanBuffers buffers, else O(B (k log k + S/kBlockSteps)) for B buffers,
+// k the number of placed buffers overlapping one in time, S steps.
 #include "memory/heap.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 namespace memfit {
@@ -48,10 +51,10 @@ class TimeIndex {
     }
   }
 
-  // The placed buffers live at a step where `buffer` is live.
-  std::vector<int32_t> overlapping(size_t buffer) {
+  // The placed buffers live at a step where `buffer` is live, into `out`.
+  void overlapping(size_t buffer, std::vector<int32_t>& out) {
     ++stamp_;
-    std::vector<int32_t> out;
+    out.clear();
     const Interval live = buffers_[buffer].live;
     for (int32_t b = block(live.def); b <= block(live.last); ++b) {
       for (int32_t other : blocks_[static_cast<size_t>(b)]) {
@@ -61,7 +64,6 @@ class TimeIndex {
         if (overlap(live, buffers_[o].live)) out.push_back(other);
       }
     }
-    return out;
   }
 
   // Steps start at -1 (before the first node).
@@ -74,8 +76,39 @@ class TimeIndex {
   uint32_t stamp_ = 0;
 };
 
+// A placed buffer's byte range and live interval.
+struct PlacedRange {
+  size_t start = 0;
+  size_t end = 0;
+  Interval live;
+};
+
+// The lowest offset of the smallest gap at or above `base` that holds
+// `bytes` between `ranges` (sorted by start), else the offset above them all.
+// Ties in start may come in any order: a placed buffer is never empty, so the
+// second of two equal starts never opens a gap.
+size_t best_fit_offset(const std::vector<PlacedRange>& ranges, size_t base, size_t bytes) {
+  size_t best_offset = std::numeric_limits<size_t>::max();
+  size_t best_gap = std::numeric_limits<size_t>::max();
+  size_t cursor = base;  // the lowest offset above everything placed so far in the scan
+  for (const PlacedRange& r : ranges) {
+    if (r.start >= cursor && r.start - cursor >= bytes) {
+      const size_t gap = r.start - cursor;
+      if (gap < best_gap) {
+        best_gap = gap;
+        best_offset = cursor;
+      }
+    }
+    cursor = std::max(cursor, r.end);
+  }
+  return best_offset == std::numeric_limits<size_t>::max() ? cursor : best_offset;
+}
+
+// Up to `linear_scan_buffers` buffers, the placed buffers overlapping one are
+// found by scanning all placed buffers, kept sorted by offset; above it,
+// through the time index and a sort of those found. Both give the same offsets.
 Placement place_best_fit(const std::vector<PlanBuffer>& buffers, const std::vector<size_t>& order,
-                         std::string name) {
+                         size_t linear_scan_buffers, std::string name) {
   Placement placement;
   placement.algorithm = std::move(name);
   placement.offsets.assign(buffers.size(), 0);
@@ -86,31 +119,40 @@ Placement place_best_fit(const std::vector<PlanBuffer>& buffers, const std::vect
     base += buffers[b].bytes;
   }
   placement.arena_bytes = base;
-  TimeIndex index(buffers);
+  const bool linear = order.size() <= linear_scan_buffers;
+  std::optional<TimeIndex> index;
+  if (!linear) index.emplace(buffers);
+  std::vector<PlacedRange> by_offset;  // linear: every placed buffer, sorted by start
+  std::vector<int32_t> found;
+  std::vector<PlacedRange> overlapping;  // the placed buffers live with the one placed
   for (size_t b : order) {
-    const size_t bytes = buffers[b].bytes;
-    std::vector<int32_t> placed = index.overlapping(b);
-    std::sort(placed.begin(), placed.end(), [&](int32_t x, int32_t y) {
-      return placement.offsets[static_cast<size_t>(x)] < placement.offsets[static_cast<size_t>(y)];
-    });
-    size_t best_offset = std::numeric_limits<size_t>::max();
-    size_t best_gap = std::numeric_limits<size_t>::max();
-    size_t cursor = base;  // the lowest offset above everything placed so far in the scan
-    for (int32_t other : placed) {
-      const size_t start = placement.offsets[static_cast<size_t>(other)];
-      if (start >= cursor && start - cursor >= bytes) {
-        const size_t gap = start - cursor;
-        if (gap < best_gap) {
-          best_gap = gap;
-          best_offset = cursor;
-        }
+    const PlanBuffer& buffer = buffers[b];
+    overlapping.clear();
+    if (linear) {
+      for (const PlacedRange& r : by_offset) {
+        if (overlap(buffer.live, r.live)) overlapping.push_back(r);
       }
-      cursor = std::max(cursor, start + buffers[static_cast<size_t>(other)].bytes);
+    } else {
+      index->overlapping(b, found);
+      for (int32_t other : found) {
+        const PlanBuffer& o = buffers[static_cast<size_t>(other)];
+        const size_t start = placement.offsets[static_cast<size_t>(other)];
+        overlapping.push_back({start, start + o.bytes, o.live});
+      }
+      std::sort(overlapping.begin(), overlapping.end(),
+                [](const PlacedRange& x, const PlacedRange& y) { return x.start < y.start; });
     }
-    if (best_offset == std::numeric_limits<size_t>::max()) best_offset = cursor;
-    placement.offsets[b] = best_offset;
-    placement.arena_bytes = std::max(placement.arena_bytes, best_offset + bytes);
-    index.add(b);
+    const size_t offset = best_fit_offset(overlapping, base, buffer.bytes);
+    placement.offsets[b] = offset;
+    placement.arena_bytes = std::max(placement.arena_bytes, offset + buffer.bytes);
+    if (linear) {
+      const PlacedRange placed{offset, offset + buffer.bytes, buffer.live};
+      auto at = std::upper_bound(by_offset.begin(), by_offset.end(), offset,
+                                 [](size_t o, const PlacedRange& r) { return o < r.start; });
+      by_offset.insert(at, placed);
+    } else {
+      index->add(b);
+    }
   }
   return placement;
 }
@@ -199,13 +241,13 @@ double greedy_by_size_work(const std::vector<PlanBuffer>& buffers) {
   return work;
 }
 
-Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers) {
+Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers, size_t linear_scan_buffers) {
   std::vector<size_t> order = transient(buffers);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
     return buffers[a].live.def < buffers[b].live.def;
   });
-  return place_best_fit(buffers, order, "greedy-by-size");
+  return place_best_fit(buffers, order, linear_scan_buffers, "greedy-by-size");
 }
 
 Placement place_by_time(const std::vector<PlanBuffer>& buffers) {

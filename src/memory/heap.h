@@ -19,8 +19,13 @@ struct Placement {
 double greedy_by_size_work(const std::vector<PlanBuffer>& buffers);
 inline constexpr double kMaxGreedyWork = 5e7;
 
-// Largest first, best fit (Pisarchyk and Lee 2020).
-Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers);
+// Largest first, best fit (Pisarchyk and Lee 2020). Up to
+// `linear_scan_buffers` buffers it finds the placed buffers that overlap one
+// by scanning them all (B^2/2 cheap checks), above it through an index of
+// steps; the offsets are the same either way.
+inline constexpr size_t kLinearScanBuffers = 2048;
+Placement place_greedy_by_size(const std::vector<PlanBuffer>& buffers,
+                               size_t linear_scan_buffers = kLinearScanBuffers);
 // A best-fit allocator simulated over the schedule: O(B log B).
 Placement place_by_time(const std::vector<PlanBuffer>& buffers);
 // Every buffer in a slice of its own, one after the other.
