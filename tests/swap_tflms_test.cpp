@@ -34,14 +34,6 @@ StepRun one_step(const ModelOptions& model, Swap swap, const TflmsOptions& tflms
   return testing::run_verified_step(spec);
 }
 
-}  // namespace
-
-// gtest prints a parameter with this, not as raw bytes.
-void PrintTo(const ModelOptions& model, std::ostream* os) {
-  *os << model.name << " batch " << model.batch;
-}
-
-namespace {
 
 class TflmsGivesTheSameStep : public ::testing::TestWithParam<ModelOptions> {};
 

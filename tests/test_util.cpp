@@ -264,3 +264,9 @@ size_t smallest_arena_in(const std::string& message) {
 }
 
 }  // namespace memfit::testing
+
+namespace memfit {
+void PrintTo(const ModelOptions& model, std::ostream* os) {
+  *os << model.name << " batch " << model.batch;
+}
+}  // namespace memfit

@@ -162,3 +162,9 @@ struct StepCase {
 void PrintTo(const StepCase& c, std::ostream* os);
 
 }  // namespace memfit::testing
+
+namespace memfit {
+// How gtest prints a model parameter: its name and batch (found by argument-
+// dependent lookup; without it gtest prints the object's bytes).
+void PrintTo(const ModelOptions& model, std::ostream* os);
+}  // namespace memfit

@@ -8,7 +8,7 @@
 #include <new>
 
 #include "core/check.h"
-#include "memory/schedule.h"
+#include "runtime/backend_plan.h"
 #include "ops/op_table.h"
 
 namespace memfit {
@@ -22,11 +22,6 @@ namespace {
 
 constexpr std::align_val_t kArenaAlign{kArenaAlignment};
 
-bool has_copy_nodes(const Graph& graph) {
-  return std::any_of(graph.nodes().begin(), graph.nodes().end(),
-                     [](const Node& node) { return op_info(node.op).copy; });
-}
-
 }  // namespace
 
 void Executable::ArenaDelete::operator()(std::byte* p) const { ::operator delete[](p, kArenaAlign); }
@@ -39,42 +34,36 @@ void Executable::poison(const Slice& slice) const {
 Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backend& backend,
                                                         const ExecOptions& options) {
   auto exe = std::unique_ptr<Executable>(new Executable());
-  exe->graph_ = std::move(graph);
   exe->options_ = options;
-  const Graph& g = exe->graph_;
   const auto reference = make_reference_backend();
-  for (size_t n = 0; n < g.num_nodes(); ++n) {
+  std::vector<size_t> workspace_bytes;
+  for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
-    const Backend& chosen = backend.supports(g, g.node(id)) ? backend : *reference;
-    auto kernel = chosen.make_kernel(g, id);
-    if (!kernel) return Status::error("node '" + g.node(id).name + "': " + kernel.message());
-    exe->sizes_.workspace_bytes.push_back(kernel.value()->workspace_bytes());
+    const Backend& chosen = backend_for(graph, graph.node(id), backend, *reference);
+    auto kernel = chosen.make_kernel(graph, id);
+    if (!kernel) return Status::error("node '" + graph.node(id).name + "': " + kernel.message());
+    workspace_bytes.push_back(kernel.value()->workspace_bytes());
     exe->kernels_.push_back(std::move(kernel).value());
     exe->node_backends_.emplace_back(chosen.name());
   }
-  exe->node_seconds_.assign(g.num_nodes(), 0.0);
-  // Values exchanged with the host (inputs, state, outputs) are copied as plain data.
-  for (size_t v = 0; v < g.num_values(); ++v) {
-    const TensorLayout layout = backend.layout(g, ValueId(static_cast<int32_t>(v)));
-    exe->sizes_.value_bytes.push_back(layout.bytes);
-    if (!g.values()[v].producer.valid() && layout.format != "plain") {
-      return Status::error("graph input '" + g.values()[v].name + "' must have the plain layout");
+  MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned,
+                          plan_on_backend(std::move(graph), backend, std::move(workspace_bytes),
+                                          options.share, options.budget));
+  // Kernels depend on their node alone, not on its position: they follow it.
+  if (!planned.order.empty()) {
+    std::vector<std::unique_ptr<Kernel>> kernels;
+    std::vector<std::string> backends;
+    for (NodeId id : planned.order) {
+      kernels.push_back(std::move(exe->kernels_[id.idx()]));
+      backends.push_back(exe->node_backends_[id.idx()]);
     }
+    exe->kernels_ = std::move(kernels);
+    exe->node_backends_ = std::move(backends);
   }
-
-  PlanOptions plan_options;
-  plan_options.share = options.share;
-  MEMFIT_ASSIGN_OR_RETURN(exe->plan_, plan_memory(g, exe->sizes_, plan_options));
-  if (options.share && !has_copy_nodes(g)) exe->try_memory_aware_order(plan_options);
-  if (options.budget > 0 && exe->plan_.arena_bytes > options.budget) {
-    plan_options.budget = options.budget;
-    return plan_memory(exe->graph_, exe->sizes_, plan_options).status();
-  }
-#ifdef MEMFIT_VERIFY_PLANS
-  const Status verified = verify_plan(exe->graph_, exe->sizes_, exe->plan_, options.budget);
-  if (!verified.is_ok()) std::fprintf(stderr, "memfit: invalid memory plan: %s\n", verified.message().c_str());
-  MEMFIT_CHECK(verified.is_ok());
-#endif
+  exe->graph_ = std::move(planned.graph);
+  exe->sizes_ = std::move(planned.sizes);
+  exe->plan_ = std::move(planned.plan);
+  exe->node_seconds_.assign(exe->graph_.num_nodes(), 0.0);
   return exe;
 }
 
@@ -138,33 +127,6 @@ void Executable::allocate(bool poison) {
     this->poison(Slice{0, plan.arena_bytes, Pool::device});
     this->poison(Slice{0, plan.host_bytes, Pool::host});
   }
-}
-
-void Executable::try_memory_aware_order(const PlanOptions& plan_options) {
-  const std::vector<NodeId> order = memory_aware_order(graph_, sizes_.value_bytes);
-  bool same = true;
-  for (size_t i = 0; i < order.size(); ++i) same = same && order[i].idx() == i;
-  if (same) return;
-  std::vector<ValueId> value_map;
-  Graph reordered = reorder_nodes(graph_, order, &value_map);
-  PlanSizes sizes;
-  sizes.value_bytes.resize(sizes_.value_bytes.size());
-  for (size_t v = 0; v < value_map.size(); ++v) sizes.value_bytes[value_map[v].idx()] = sizes_.value_bytes[v];
-  for (NodeId id : order) sizes.workspace_bytes.push_back(sizes_.workspace_bytes[id.idx()]);
-  auto plan = plan_memory(reordered, sizes, plan_options);
-  if (!plan || plan->arena_bytes >= plan_.arena_bytes) return;
-  // Kernels depend on their node alone, not on its position: they follow it.
-  std::vector<std::unique_ptr<Kernel>> kernels;
-  std::vector<std::string> backends;
-  for (NodeId id : order) {
-    kernels.push_back(std::move(kernels_[id.idx()]));
-    backends.push_back(node_backends_[id.idx()]);
-  }
-  graph_ = std::move(reordered);
-  sizes_ = std::move(sizes);
-  plan_ = std::move(plan).value();
-  kernels_ = std::move(kernels);
-  node_backends_ = std::move(backends);
 }
 
 Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const StepContext& step) {

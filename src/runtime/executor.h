@@ -64,10 +64,8 @@ class Executable {
   // Creates every node's kernel once (with `backend` where it supports the
   // node, else with the reference backend), plans the memory with the bytes
   // of the backend's layouts and the kernels' workspaces, in the graph's order
-  // and in a memory-aware order (src/memory/schedule.cpp), keeps the order
-  // whose arena is smaller (a graph with copy nodes keeps its order: the swap
-  // pass placed them by time), and allocates the arena and the host pool. Debug builds, and builds
-  // with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
+  // and in a memory-aware order, keeping the smaller arena (plan_on_backend,
+  // src/runtime/backend_plan.h), and allocates the arena and the host pool.
   // An arena over a non-zero budget is an error that states the smallest
   // arena reached.
   static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend,
@@ -100,8 +98,6 @@ class Executable {
     void operator()(std::byte* p) const;
   };
 
-  // Plans the memory-aware order of the nodes and keeps it if its arena is smaller.
-  void try_memory_aware_order(const PlanOptions& plan_options);
   std::byte* at(const Slice& slice) const {
     return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
   }

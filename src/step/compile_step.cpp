@@ -2,6 +2,8 @@
 
 #include "ops/typed_graph.h"
 #include "passes/recompute_policy.h"
+#include "runtime/backend_plan.h"
+#include "step/workspace_sizes.h"
 
 namespace memfit {
 
@@ -30,10 +32,13 @@ NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model
 }
 
 PlanGraph step_planner(const Backend& backend, bool share) {
-  return [&backend, share](Graph graph) -> Result<PlannedGraph> {
-    MEMFIT_ASSIGN_OR_RETURN(auto prepared,
-                            Executable::prepare(std::move(graph), backend, ExecOptions{share}));
-    return PlannedGraph{prepared->graph(), prepared->sizes().value_bytes, prepared->plan()};
+  auto workspaces = std::make_shared<WorkspaceSizes>(backend);
+  return [&backend, share, workspaces](Graph graph) -> Result<PlannedGraph> {
+    MEMFIT_ASSIGN_OR_RETURN(std::vector<size_t> workspace_bytes, workspaces->of(graph));
+    MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned, plan_on_backend(std::move(graph), backend,
+                                                                 std::move(workspace_bytes), share, 0));
+    return PlannedGraph{std::move(planned.graph), std::move(planned.sizes.value_bytes),
+                        std::move(planned.plan)};
   };
 }
 

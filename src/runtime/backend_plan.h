@@ -1,0 +1,41 @@
+// A graph as the executor orders and plans it on a backend, apart from its
+// kernels: Executable::prepare runs it with the workspaces of the kernels it
+// keeps; the planning policies run it with workspaces known from earlier
+// kernels of the same nodes (src/step/workspace_sizes.h), creating none.
+#pragma once
+
+#include <vector>
+
+#include "memory/planner.h"
+#include "runtime/kernel.h"
+
+namespace memfit {
+
+struct BackendPlan {
+  Graph graph;  // in the order planned
+  PlanSizes sizes;  // the backend's value bytes and the workspaces, in that order
+  MemoryPlan plan;
+  // Position -> node of the graph given, when the memory-aware order was
+  // kept; empty when the graph keeps its own order.
+  std::vector<NodeId> order;
+};
+
+// Whether `graph` has copy nodes (to_host, to_device: the swap pass's).
+bool has_copy_nodes(const Graph& graph);
+
+// The backend that runs `node`: `backend` where it supports it, else `reference`.
+const Backend& backend_for(const Graph& graph, const Node& node, const Backend& backend,
+                           const Backend& reference);
+
+// Plans `graph` with each node's `workspace_bytes` (in the graph's order) and
+// the bytes of the backend's layouts: in the graph's order and, with sharing
+// and no copy nodes (the swap pass placed those by time), in a memory-aware
+// order (src/memory/schedule.cpp), keeping the smaller arena. Graph inputs
+// must have the plain layout. An arena over a non-zero `budget` is an error
+// that states the smallest arena reached. Debug builds, and builds with
+// MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
+Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
+                                    std::vector<size_t> workspace_bytes, bool share,
+                                    size_t budget);
+
+}  // namespace memfit
