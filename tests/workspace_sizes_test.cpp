@@ -33,9 +33,9 @@ std::vector<size_t> kernel_workspaces(const Graph& graph, const Backend& backend
   std::vector<size_t> bytes;
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
-    auto kernel = backend_for(graph, graph.node(id), backend, *reference).make_kernel(graph, id);
-    EXPECT_TRUE(kernel.is_ok()) << kernel.message();
-    bytes.push_back(kernel.is_ok() ? kernel.value()->workspace_bytes() : 0);
+    auto made = make_node_kernel(graph, id, backend, *reference);
+    EXPECT_TRUE(made.is_ok()) << made.message();
+    bytes.push_back(made.is_ok() ? made->kernel->workspace_bytes() : 0);
   }
   return bytes;
 }

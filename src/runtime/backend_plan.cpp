@@ -8,6 +8,7 @@
 #include "ops/op_table.h"
 
 namespace memfit {
+
 bool has_copy_nodes(const Graph& graph) {
   return std::any_of(graph.nodes().begin(), graph.nodes().end(),
                      [](const Node& node) { return op_info(node.op).copy; });
@@ -39,9 +40,12 @@ void try_memory_aware_order(BackendPlan& planned, const PlanOptions& plan_option
 
 }  // namespace
 
-const Backend& backend_for(const Graph& graph, const Node& node, const Backend& backend,
-                           const Backend& reference) {
-  return backend.supports(graph, node) ? backend : reference;
+Result<NodeKernel> make_node_kernel(const Graph& graph, NodeId id, const Backend& backend,
+                                    const Backend& reference) {
+  const Backend& chosen = backend.supports(graph, graph.node(id)) ? backend : reference;
+  auto kernel = chosen.make_kernel(graph, id);
+  if (!kernel) return Status::error("node '" + graph.node(id).name + "': " + kernel.message());
+  return NodeKernel{std::move(kernel).value(), chosen.name()};
 }
 
 Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,

@@ -4,6 +4,8 @@
 // kernels of the same nodes (src/step/workspace_sizes.h), creating none.
 #pragma once
 
+#include <memory>
+#include <string_view>
 #include <vector>
 
 #include "memory/planner.h"
@@ -23,9 +25,14 @@ struct BackendPlan {
 // Whether `graph` has copy nodes (to_host, to_device: the swap pass's).
 bool has_copy_nodes(const Graph& graph);
 
-// The backend that runs `node`: `backend` where it supports it, else `reference`.
-const Backend& backend_for(const Graph& graph, const Node& node, const Backend& backend,
-                           const Backend& reference);
+// The kernel of node `id` and the name of the backend that made it: `backend`
+// where it supports the node, else `reference`; an error names the node.
+struct NodeKernel {
+  std::unique_ptr<Kernel> kernel;
+  std::string_view backend;
+};
+Result<NodeKernel> make_node_kernel(const Graph& graph, NodeId id, const Backend& backend,
+                                    const Backend& reference);
 
 // Plans `graph` with each node's `workspace_bytes` (in the graph's order) and
 // the bytes of the backend's layouts: in the graph's order and, with sharing

@@ -39,12 +39,10 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   std::vector<size_t> workspace_bytes;
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
-    const Backend& chosen = backend_for(graph, graph.node(id), backend, *reference);
-    auto kernel = chosen.make_kernel(graph, id);
-    if (!kernel) return Status::error("node '" + graph.node(id).name + "': " + kernel.message());
-    workspace_bytes.push_back(kernel.value()->workspace_bytes());
-    exe->kernels_.push_back(std::move(kernel).value());
-    exe->node_backends_.emplace_back(chosen.name());
+    MEMFIT_ASSIGN_OR_RETURN(NodeKernel made, make_node_kernel(graph, id, backend, *reference));
+    workspace_bytes.push_back(made.kernel->workspace_bytes());
+    exe->kernels_.push_back(std::move(made.kernel));
+    exe->node_backends_.emplace_back(made.backend);
   }
   MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned,
                           plan_on_backend(std::move(graph), backend, std::move(workspace_bytes),

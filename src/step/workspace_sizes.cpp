@@ -13,13 +13,11 @@ Result<std::vector<size_t>> WorkspaceSizes::of(const Graph& graph) {
   sizes.reserve(graph.num_nodes());
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
-    const Node& node = graph.node(id);
-    std::string signature = node_signature(graph, node);
+    std::string signature = node_signature(graph, graph.node(id));
     auto found = bytes_.find(signature);
     if (found == bytes_.end()) {
-      auto kernel = backend_for(graph, node, backend_, *reference_).make_kernel(graph, id);
-      if (!kernel) return Status::error("node '" + node.name + "': " + kernel.message());
-      found = bytes_.emplace(std::move(signature), kernel.value()->workspace_bytes()).first;
+      MEMFIT_ASSIGN_OR_RETURN(NodeKernel made, make_node_kernel(graph, id, backend_, *reference_));
+      found = bytes_.emplace(std::move(signature), made.kernel->workspace_bytes()).first;
     }
     sizes.push_back(found->second);
   }
