@@ -8,6 +8,7 @@ packages=(
   zlib1g-dev                # reading the gzipped Fashion-MNIST files
   libcli11-dev              # the command line
   libgtest-dev              # the tests
+  nlohmann-json3-dev        # JSON reading in the tests
   coinor-libcbc-dev         # CBC: the MILP solver of --recompute milp (optional)
   pkg-config                # how CMake finds CBC
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist

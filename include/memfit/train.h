@@ -30,6 +30,9 @@ struct TrainOptions {
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)
   int64_t log_every = 100;  // optimizer steps between progress lines
+  bool profile = false;     // log the mean step's time by phase and op kind at the end
+                            // (the steps that update the parameters, the first left out)
+  std::string trace_path;   // write the last such step as a Chrome trace here; empty: none
 };
 
 struct TrainReport {

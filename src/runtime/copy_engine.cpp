@@ -18,7 +18,7 @@ CopyEngine::~CopyEngine() {
 }
 
 int64_t CopyEngine::copy(void* dst, const void* src, size_t bytes,
-                         std::function<void(double)> done) {
+                         std::function<void(Clock::time_point, double)> done) {
   std::lock_guard<std::mutex> lock(mutex_);
   queue_.push_back(Task{dst, src, bytes, std::move(done), nullptr});
   issued_cv_.notify_one();
@@ -45,7 +45,6 @@ void CopyEngine::drain() {
 }
 
 void CopyEngine::loop() {
-  using Clock = std::chrono::steady_clock;
   for (;;) {
     Task task;
     {
@@ -68,7 +67,7 @@ void CopyEngine::loop() {
         std::this_thread::sleep_until(start +
                                       std::chrono::duration_cast<Clock::duration>(link_time));
       }
-      task.done(std::chrono::duration<double>(Clock::now() - start).count());
+      task.done(start, std::chrono::duration<double>(Clock::now() - start).count());
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -5,6 +5,7 @@
 // device. Events are tickets: the n-th task issued completes n-th.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -23,10 +24,12 @@ class CopyEngine {
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
-  // Issues a copy of `bytes` bytes; `done(seconds)` runs on the copy thread
-  // when it completes, with the time the copy took (link limit included).
-  // Returns its event.
-  int64_t copy(void* dst, const void* src, size_t bytes, std::function<void(double)> done);
+  using Clock = std::chrono::steady_clock;
+  // Issues a copy of `bytes` bytes; `done(start, seconds)` runs on the copy
+  // thread when it completes, with the time it started and the seconds it
+  // took (link limit included). Returns its event.
+  int64_t copy(void* dst, const void* src, size_t bytes,
+               std::function<void(Clock::time_point, double)> done);
   // Issues a task that moves no bytes over the link (poisoning a range that
   // an earlier copy still reads); it runs after every task issued before it.
   int64_t run(std::function<void()> task);
@@ -41,7 +44,7 @@ class CopyEngine {
     void* dst = nullptr;
     const void* src = nullptr;
     size_t bytes = 0;
-    std::function<void(double)> done;  // copies
+    std::function<void(Clock::time_point, double)> done;  // copies
     std::function<void()> other;       // other tasks
   };
   void loop();

@@ -127,8 +127,19 @@ void Executable::allocate(bool poison) {
   }
 }
 
+void Executable::reset_times() {
+  std::fill(node_seconds_.begin(), node_seconds_.end(), 0.0);
+  totals_ = RunTotals{};
+}
+
 Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const StepContext& step) {
+  using Clock = std::chrono::steady_clock;
   const Graph& g = graph_;
+  const Clock::time_point step_start = Clock::now();
+  auto since_start = [step_start](Clock::time_point t) {
+    return std::chrono::duration<double>(t - step_start).count();
+  };
+  last_step_.nodes.assign(g.num_nodes(), Span{});
   size_t high_water = 0;
   auto touch = [&](const Slice& slice) {
     if (slice.pool == Pool::device) high_water = std::max(high_water, slice.end());
@@ -154,6 +165,8 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
   }
 
   StepResult result;
+  last_step_.state_in = Span{0, since_start(Clock::now())};
+  result.state_copy_seconds = last_step_.state_in.end;
   std::vector<int64_t> event(g.num_nodes(), -1);  // the copy task of each copy node
   std::vector<void*> inputs, outputs;
   for (size_t n = 0; n < g.num_nodes(); ++n) {
@@ -169,15 +182,21 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     if (copy) {
       // Issued here, run by the copy thread; it alone writes this node's time.
       double& seconds = node_seconds_[n];
+      Span& span = last_step_.nodes[n];
       event[n] = copies_->copy(outputs[0], inputs[0], g.value(node.inputs[0]).bytes(),
-                               [&seconds](double s) { seconds += s; });
+                               [&seconds, &span, since_start](Clock::time_point start, double s) {
+                                 seconds += s;
+                                 span.start = since_start(start);
+                                 span.end = span.start + s;
+                               });
     } else {
       const Slice& workspace = plan_.workspace_slices[n];
       void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
-      const auto start = std::chrono::steady_clock::now();
+      const Clock::time_point start = Clock::now();
       kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
-      node_seconds_[n] +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const Clock::time_point end = Clock::now();
+      node_seconds_[n] += std::chrono::duration<double>(end - start).count();
+      last_step_.nodes[n] = Span{since_start(start), since_start(end)};
     }
     if (options_.poison) {
       if (copy) {
@@ -189,6 +208,7 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     }
   }
   if (copies_) copies_->drain();
+  const Clock::time_point outputs_start = Clock::now();
 
   result.high_water_bytes = high_water;
   for (ValueId v : g.outputs()) {
@@ -201,6 +221,15 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     const Value& s = g.value(u.state);
     std::memcpy(state[s.name].data(), at(plan_.value_slices[u.next.idx()]), s.bytes());
   }
+  const Clock::time_point step_end = Clock::now();
+  result.state_copy_seconds += std::chrono::duration<double>(step_end - outputs_start).count();
+  result.seconds = since_start(step_end);
+  last_step_.state_out = Span{since_start(outputs_start), result.seconds};
+  last_step_.seconds = result.seconds;
+  ++totals_.runs;
+  totals_.seconds += result.seconds;
+  totals_.state_copy_seconds += result.state_copy_seconds;
+  totals_.copy_wait_seconds += result.copy_wait_seconds;
   return result;
 }
 

@@ -14,6 +14,7 @@
 // copy has completed.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -50,6 +51,33 @@ struct StepResult {
   // Seconds the compute stream waited for copies (swap-ins not yet back,
   // swap-outs not yet complete): the part of the copies that compute did not hide.
   double copy_wait_seconds = 0;
+  // The step's wall-clock seconds, and the part of them spent copying the
+  // persistent values and the feeds into the arena and the updates out.
+  double seconds = 0;
+  double state_copy_seconds = 0;
+};
+
+// A stretch of a step, in seconds from the step's start.
+struct Span {
+  double start = 0;
+  double end = 0;
+};
+
+// When each part of a step ran: every node (a copy node's span is its copy on
+// the copy stream), the copies of state and feeds into the arena at the start
+// and of the updates out at the end.
+struct StepTimeline {
+  std::vector<Span> nodes;
+  Span state_in, state_out;
+  double seconds = 0;
+};
+
+// What every run of an executable so far added up to.
+struct RunTotals {
+  int64_t runs = 0;
+  double seconds = 0;             // wall-clock seconds of the runs
+  double state_copy_seconds = 0;  // of which copying state and feeds in and updates out
+  double copy_wait_seconds = 0;   // of which compute waited for the copy stream
 };
 
 struct ExecOptions {
@@ -92,6 +120,11 @@ class Executable {
   // Seconds spent in each node's kernel, summed over all runs so far; for a
   // copy node, the seconds its copy took on the copy stream.
   const std::vector<double>& node_seconds() const { return node_seconds_; }
+  // When each part of the last step ran (no nodes before the first step).
+  const StepTimeline& last_step() const { return last_step_; }
+  const RunTotals& totals() const { return totals_; }
+  // Sets node_seconds and totals back to zero.
+  void reset_times();
 
  private:
   struct ArenaDelete {
@@ -108,6 +141,8 @@ class Executable {
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<std::string> node_backends_;
   std::vector<double> node_seconds_;
+  StepTimeline last_step_;
+  RunTotals totals_;
   PlanSizes sizes_;
   MemoryPlan plan_;
   std::unique_ptr<std::byte[], ArenaDelete> arena_;

@@ -6,23 +6,11 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "core/text.h"
 #include "memfit/plan.h"
 
 namespace memfit {
 namespace {
-
-// printf into a std::string of any length.
-[[gnu::format(printf, 1, 2)]] std::string format(const char* fmt, ...) {
-  va_list args, again;
-  va_start(args, fmt);
-  va_copy(again, args);
-  const int n = std::vsnprintf(nullptr, 0, fmt, args);
-  va_end(args);
-  std::string out(static_cast<size_t>(std::max(n, 0)), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, fmt, again);
-  va_end(again);
-  return out;
-}
 
 // Arena over lower bound: 1 means the placement wastes nothing.
 double fragmentation(const PlanReport& report) {
@@ -41,21 +29,6 @@ std::vector<RoleRow> role_rows(const BytesByRole& roles) {
           {"optimizer_state", roles.optimizer_state},
           {"activations", roles.activations},
           {"workspace", roles.workspace}};
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += format("\\u%04x", static_cast<unsigned>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 std::string xml_text(std::string_view text) {

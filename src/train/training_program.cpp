@@ -90,6 +90,11 @@ Result<std::vector<int32_t>> TrainingProgram::predict(StateStore& state, const F
   return predicted;
 }
 
+void TrainingProgram::reset_step_times() {
+  step_.apply->reset_times();
+  if (step_.accumulate_only) step_.accumulate_only->reset_times();
+}
+
 std::string TrainingProgram::backend_summary() const {
   std::map<std::string, int> counts;
   for (const auto& name : step_.apply->node_backends()) ++counts[name];

@@ -64,6 +64,8 @@ class TrainingProgram {
   const Graph& step_graph() const { return step_.apply->graph(); }
   // The executable that updates the parameters (per-node times, backends).
   const Executable& step_executable() const { return *step_.apply; }
+  // Forgets the step executables' times so far (profiles leave out the first step).
+  void reset_step_times();
 
  private:
   int64_t batch_ = 0, accumulate_ = 1, eval_batch_ = 0;

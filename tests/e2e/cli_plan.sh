@@ -146,4 +146,13 @@ for word in "<polyline" forward backward update "planned arena" "lower bound"; d
 done
 out=$("$memfit" plan --model lenet --batch 64 --timeline /nonexistent/dir/t.svg 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "an unwritable timeline exited $rc, not 1"
+
+# --profile runs the planned step on synthetic data and says where its time goes.
+out=$("$memfit" plan --model lenet --batch 8 --recompute sqrt --profile) || fail "plan --profile exited $?"
+grep -q "planned arena" <<<"$out" || fail "plan --profile printed no plan: $out"
+grep -Eq "^profile: [0-9.]+ s per step \(mean of 5 steps\)$" <<<"$out" || fail "no profile: $out"
+grep -Eq "^  recompute +[1-9][0-9]* " <<<"$out" || fail "sqrt's profile has no recompute nodes: $out"
+grep -q "test accuracy" <<<"$out" && fail "plan --profile printed training progress: $out"
+"$memfit" plan --model lenet --batch 8 --profile --json >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--profile with --json is not a usage error"
 echo "ok"

@@ -14,3 +14,13 @@ log=$("$memfit" train --model mlp --epochs 2 --batch 50 --limit 1000 --resume "$
 echo "$log"
 grep -q "resumed from" <<<"$log"
 grep -q "epoch 2 done" <<<"$log"
+# --profile: the phases and the op kinds of the steps after the first;
+# --trace: a Chrome trace of the last step.
+log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 64 --profile --trace "$dir/step.json")
+echo "$log"
+grep -Eq "^profile: [0-9.]+ s per step \(mean of 3 steps\)$" <<<"$log"
+grep -Eq "^  backward +[0-9]+ +[0-9.]+ +[0-9.]+%$" <<<"$log"
+grep -Eq "^  conv2d_grad_weight +2 +[0-9.]+ +[0-9.]+%  cpu$" <<<"$log"
+grep -q "trace of the last step written to $dir/step.json" <<<"$log"
+grep -q '"traceEvents"' "$dir/step.json"
+grep -q '"name": "thread_name", "args": {"name": "copy engine"}' "$dir/step.json"

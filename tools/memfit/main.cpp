@@ -197,6 +197,16 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   add_technique_flags(cmd, spec);
 }
 
+// --profile and --trace, for train and plan.
+void add_profile_flags(CLI::App* cmd, memfit::TrainOptions& train) {
+  cmd->add_flag("--profile", train.profile,
+                "print where a step's time goes: by phase (forward, backward, update, recompute, "
+                "copies) and by op kind, the mean of the steps after the first");
+  cmd->add_option("--trace", train.trace_path,
+                  "write one step as a Chrome trace (JSON; Perfetto or chrome://tracing open it), "
+                  "with compute and copy-engine lanes");
+}
+
 void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   cmd->add_option("--epochs", train.epochs, "passes over the training set")
       ->check(CLI::PositiveNumber)
@@ -224,6 +234,7 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  add_profile_flags(cmd, train);
 }
 
 int run_train(const memfit::TrainOptions& options) {
@@ -248,7 +259,29 @@ int run_train(const memfit::TrainOptions& options) {
 struct PlanOutput {
   bool json = false;
   std::string timeline_path;  // empty: no SVG
+  memfit::TrainOptions profile;  // with profile or trace_path: run the step and say where time goes
 };
+
+// Steps `memfit plan --profile` runs on synthetic data: one left out, the rest averaged.
+constexpr int64_t kProfileSteps = 6;
+
+// Runs the planned step on synthetic data (kProfileSteps optimizer steps) and
+// prints only its profile and where the trace went.
+int run_plan_profile(const memfit::PlanRequest& request, memfit::TrainOptions options) {
+  options.step = request.step;
+  options.synthetic = true;
+  options.epochs = 1;
+  options.schedule = memfit::Schedule::constant;
+  options.limit = kProfileSteps * request.step.model.batch * request.step.accumulate;
+  auto report = memfit::train(options, [](const std::string& line) {
+    if (line.rfind("profile", 0) == 0 || line.rfind("trace", 0) == 0) std::printf("%s\n", line.c_str());
+  });
+  if (!report) {
+    std::fprintf(stderr, "memfit plan: running the step to profile it: %s\n", report.message().c_str());
+    return 1;
+  }
+  return 0;
+}
 
 int run_plan(const memfit::PlanRequest& request, const PlanOutput& output) {
   auto report = memfit::plan_training_step(request);
@@ -271,6 +304,10 @@ int run_plan(const memfit::PlanRequest& request, const PlanOutput& output) {
   const std::string out = output.json ? memfit::plan_report_json(request, *report)
                                       : memfit::plan_report_text(request, *report);
   std::fputs(out.c_str(), stdout);
+  if (output.profile.profile || !output.profile.trace_path.empty()) {
+    std::fflush(stdout);
+    return run_plan_profile(request, output.profile);
+  }
   return 0;
 }
 
@@ -327,6 +364,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--json", plan_output.json, "print the report as one JSON object");
   plan_cmd->add_option("--timeline", plan_output.timeline_path,
                        "write the live bytes over the step as an SVG image to this file");
+  add_profile_flags(plan_cmd, plan_output.profile);
+  plan_cmd->get_option("--profile")->excludes("--json");
+  plan_cmd->get_option("--trace")->excludes("--json");
 
   memfit::PlanRequest max_request;
   bool max_json = false;
