@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
       die(std::string(c.name) + ": the trainer's arena differs from the plan's");
     }
     row.program->init_state(row.state, 1);
+    if (!row.program->load_state(row.state).is_ok()) std::abort();
     rows.push_back(std::move(row));
   }
   auto data = synthetic_source(DataKind::images, rows.front().program->model(), batch, batch, 3);
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
     for (Row& row : rows) {
       StepCounters counters;
       const auto start = std::chrono::steady_clock::now();
-      auto loss = row.program->micro_step(row.state, feed.feeds(), 1, 1.0f, counters);
+      auto loss = row.program->micro_step(feed.feeds(), 1, 1.0f, counters);
       if (!loss) die(loss.message());
       const double t =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

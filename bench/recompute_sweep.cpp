@@ -224,6 +224,7 @@ std::unique_ptr<TimedStep> compile_timed_step(const ModelOptions& model, const V
   }
   timed->program = std::move(*program);
   timed->program->init_state(timed->state, 1);
+  if (!timed->program->load_state(timed->state).is_ok()) std::exit(1);
   auto data = synthetic_source(data_kind, timed->program->model(), model.batch, model.batch, 5);
   if (!data) {
     std::fprintf(stderr, "recompute_sweep: %s\n", data.message().c_str());
@@ -239,7 +240,7 @@ std::unique_ptr<TimedStep> compile_timed_step(const ModelOptions& model, const V
 // Runs one step; its wall seconds.
 double run_step(TimedStep& timed) {
   const auto start = std::chrono::steady_clock::now();
-  if (!timed.program->micro_step(timed.state, timed.batch.feeds(), 1, 1.0f, timed.counters)) {
+  if (!timed.program->micro_step(timed.batch.feeds(), 1, 1.0f, timed.counters)) {
     std::exit(1);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

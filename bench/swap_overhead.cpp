@@ -42,6 +42,7 @@ Row run(Swap swap, double link_gbps, int steps, int threads) {
   auto program = TrainingProgram::create(spec, 32).value();
   StateStore state;
   program->init_state(state, 1);
+  if (!program->load_state(state).is_ok()) std::abort();
   auto data =
       synthetic_source(DataKind::images, program->model(), model.batch, model.batch, 3).value();
   Batch batch = Batch::for_model(program->model());
@@ -50,12 +51,12 @@ Row run(Swap swap, double link_gbps, int steps, int threads) {
   if (!data->fill(false, examples, batch).is_ok()) std::abort();
   StepCounters counters;
   // One step to warm up: oneDNN primitives, page faults of the arena and pool.
-  if (!program->micro_step(state, batch.feeds(), 1, 1.0f, counters).is_ok()) std::abort();
+  if (!program->micro_step(batch.feeds(), 1, 1.0f, counters).is_ok()) std::abort();
   const Executable& exe = program->step_executable();
   const std::vector<double> before = exe.node_seconds();
   const auto start = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s) {
-    if (!program->micro_step(state, batch.feeds(), 1, 1.0f, counters).is_ok()) std::abort();
+    if (!program->micro_step(batch.feeds(), 1, 1.0f, counters).is_ok()) std::abort();
   }
   Row row;
   row.measured =

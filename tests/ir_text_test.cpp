@@ -437,7 +437,7 @@ TEST(IrTextTest, ReportsMalformedTextWithTheLine) {
        "line 5: node 'a' is already defined on line 4"},
       {head + "node a = relu(%x, %w)" + relu_out, "node 'a' (relu) takes 1 input, got 2"},
       {head + "node a = linear(%x)" + relu_out, "node 'a' (linear) takes 2 to 3 inputs, got 1"},
-      {head + "node a = fill(%x)" + relu_out, "takes 0 inputs, got 1"},
+      {head + "node a = fill(%x, %x)" + relu_out, "takes 0 to 1 input, got 2"},
       {head + "node a = relu(%x" + relu_out, "expected ',' but found '->'"},
       {head + "node a = relu(%x) %a f32[2,3] activation", "expected '->' but found '%a'"},
       {head + "node a = relu(%x) -> %a f32[2,3] activation %b", "expected ',' but found '%b'"},

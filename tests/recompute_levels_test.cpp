@@ -220,7 +220,9 @@ TEST(RecomputeLevels, MirrorAloneClonesOnlyCheapOpsWithOneForwardReader) {
 // another strategy meets, the error names that strategy.
 TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   PlanRequest request;
-  request.step.model = {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 20};
+  // Activations outweigh the parameters, gradients and momentum, so that the
+  // strategies differ.
+  request.step.model = {.name = "resnet-cifar", .batch = 4, .image_size = 16, .depth = 20};
   size_t smallest = SIZE_MAX, largest = 0;
   std::string smallest_flags;
   Recompute smallest_recompute = Recompute::none;

@@ -64,9 +64,9 @@ TEST(StepProfile, CountsEveryNodeOnceInItsPhase) {
   EXPECT_GT(phase_row(profile, "backward").nodes, 0);
   EXPECT_EQ(phase_row(profile, "update").nodes, 8);  // lenet's 8 parameters
   EXPECT_EQ(phase_row(profile, "recompute").nodes, 0);
-  EXPECT_GT(phase_row(profile, "state copies").seconds, 0);
+  EXPECT_GT(phase_row(profile, "data in/out").seconds, 0);
   // The kernels and the copies happen inside the step.
-  EXPECT_LE(op_seconds + phase_row(profile, "state copies").seconds, profile.step_seconds);
+  EXPECT_LE(op_seconds + phase_row(profile, "data in/out").seconds, profile.step_seconds);
   for (size_t i = 1; i < profile.by_op.size(); ++i) {
     EXPECT_GE(profile.by_op[i - 1].seconds, profile.by_op[i].seconds);
   }
@@ -113,7 +113,7 @@ TEST(StepProfile, TraceHasOneEventPerNodeOnItsLane) {
     const std::string name = event.at("name");
     const int tid = event.at("tid");
     EXPECT_GE(event.at("dur").get<double>(), 0.0) << name;
-    if (event.at("cat") == "state copies") continue;
+    if (event.at("cat") == "data in/out") continue;
     const NodeId id = [&] {
       for (size_t n = 0; n < graph.num_nodes(); ++n) {
         if (graph.nodes()[n].name == name) return NodeId(static_cast<int32_t>(n));

@@ -120,13 +120,16 @@ std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t
   Batch inputs = Batch::for_model(model);
   std::vector<int64_t> examples(static_cast<size_t>(batch));
   StepCounters counters;
+  const Status loaded = program.load_state(state);
+  EXPECT_TRUE(loaded.is_ok()) << loaded.message();
   for (int64_t m = 0; m < accumulate; ++m) {
     std::iota(examples.begin(), examples.end(), m * batch);
     EXPECT_TRUE((*data)->fill(false, examples, inputs).is_ok());
-    auto loss = program.micro_step(state, inputs.feeds(), 3, 1.0f, counters);
+    auto loss = program.micro_step(inputs.feeds(), 3, 1.0f, counters);
     EXPECT_TRUE(loss.is_ok()) << loss.message();
     if (loss) losses.push_back(*loss);
   }
+  program.store_state(state);
   return losses;
 }
 

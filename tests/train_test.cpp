@@ -26,13 +26,15 @@ StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& op
   auto program = TrainingProgram::create(spec, 8).value();
   StateStore state;
   program->init_state(state, 17);
+  EXPECT_TRUE(program->load_state(state).is_ok());
   StepCounters counters;
   for (int64_t m = 0; m < accumulate; ++m) {
     const Feeds feeds = {{"images", images.data() + m * batch * 784},
                          {"labels", labels.data() + m * batch}};
-    EXPECT_TRUE(program->micro_step(state, feeds, 17, 1.0f, counters).is_ok());
+    EXPECT_TRUE(program->micro_step(feeds, 17, 1.0f, counters).is_ok());
   }
   EXPECT_EQ(counters.optimizer_step, 1);
+  program->store_state(state);
   return state;
 }
 

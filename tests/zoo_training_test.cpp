@@ -52,13 +52,14 @@ void expect_learns(const Case& c) {
   Batch batch = Batch::for_model((*program)->model());
   StateStore state;
   (*program)->init_state(state, 3);
+  ASSERT_TRUE((*program)->load_state(state).is_ok());
   StepCounters counters;
   std::vector<float> losses;
   std::vector<int64_t> examples(static_cast<size_t>(o.batch));
   for (int step = 0; step < c.steps; ++step) {
     std::iota(examples.begin(), examples.end(), step * o.batch);
     ASSERT_TRUE((*data)->fill(false, examples, batch).is_ok());
-    auto loss = (*program)->micro_step(state, batch.feeds(), 3, 1.0f, counters);
+    auto loss = (*program)->micro_step(batch.feeds(), 3, 1.0f, counters);
     ASSERT_TRUE(loss.is_ok()) << loss.message();
     losses.push_back(*loss);
   }

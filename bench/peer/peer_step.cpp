@@ -15,8 +15,8 @@
 //                             "last_loss": L} and exits
 //   (R: getrusage's peak resident set; S: the resident set when main() starts)
 // Errors go to stderr with exit status 1. The program builds only the step
-// graph (no evaluation graph), so its resident memory is the arena, the
-// state store, the batches and the code.
+// graph (no evaluation graph), so its resident memory is the arena (which
+// holds the state from one step to the next), the batches and the code.
 #include <oneapi/dnnl/dnnl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
   exe->allocate();
   StateStore state;
   init_state(compiled->persistent, model, state);
+  const Status loaded = exe->load_state(state);
+  if (!loaded.is_ok()) return fail(loaded.message());
+  state = StateStore();  // the arena holds the state from here on
 
   auto data = synthetic_source(data_kind(options.name), model, kBatches * options.batch, 1, 5);
   if (!data) return fail(data.message());
@@ -166,7 +169,7 @@ int main(int argc, char** argv) {
     const Batch& batch = batches[static_cast<size_t>(steps % kBatches)];
     const auto start = std::chrono::steady_clock::now();
     MEMFIT_ASSIGN_OR_RETURN(StepResult result,
-                            exe->run(state, batch.feeds(), StepContext{5, steps, steps, 1.0f}));
+                            exe->run(batch.feeds(), StepContext{5, steps, steps, 1.0f}));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ++steps;

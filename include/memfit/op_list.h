@@ -67,7 +67,7 @@
   MEMFIT_OP(softmax_cross_entropy_grad, NoAttrs, 3, 3)       \
   MEMFIT_OP(reduce_sum, ReduceAttrs, 1, 1)                   \
   MEMFIT_OP(reduce_mean, ReduceAttrs, 1, 1)                  \
-  MEMFIT_OP(fill, FillAttrs, 0, 0)                           \
+  MEMFIT_OP(fill, FillAttrs, 0, 1)                           \
   MEMFIT_OP(sgd_update, SgdAttrs, 2, 3)                      \
   MEMFIT_OP(adamw_update, AdamWAttrs, 4, 4)                  \
   MEMFIT_OP(to_host, NoAttrs, 1, 1)                          \

@@ -81,7 +81,8 @@ Status append_optimizer(Graph& graph, const std::vector<ValueId>& params,
         continue;
       }
       grad = sum[0];
-      MEMFIT_ASSIGN_OR_RETURN(auto zeros, add(graph, OpKind::fill, {},
+      // Cleared in its own bytes (fill over it), after the sum has read it.
+      MEMFIT_ASSIGN_OR_RETURN(auto zeros, add(graph, OpKind::fill, {acc},
                                               FillAttrs{0.0f, graph.value(acc).type.shape},
                                               name + ".reset", Role::optimizer_state));
       graph.add_update(acc, zeros[0]);

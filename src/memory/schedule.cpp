@@ -7,7 +7,9 @@
 //    one that adds the fewest bytes: its outputs' bytes minus the bytes of the
 //    inputs it is the last reader of (graph outputs and update values are
 //    never freed). Ties go to the earlier node of the given order, so the
-//    result stays close to it.
+//    result stays close to it. A node that writes a state's next value waits
+//    for every other reader of that state, so that the update can be written
+//    in place and the state stays in the arena from step to step.
 // 3. Rebuild: values are renumbered in the new definition order.
 // Guarantees: a topological order; the same nodes, values, outputs and updates.
 //    A heap holds the ready nodes by (delta, node); a node's delta only falls
@@ -27,7 +29,12 @@
 
 namespace memfit {
 
-std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<size_t>& value_bytes) {
+namespace {
+
+// List scheduling (stages 1 and 2); with `updates_last`, an empty order when
+// the update rule leaves none.
+std::vector<NodeId> list_schedule(const Graph& graph, const std::vector<size_t>& value_bytes,
+                                  bool updates_last) {
   const size_t n = graph.num_nodes();
   std::vector<int32_t> readers_left(graph.num_values(), 0);
   std::vector<std::vector<int32_t>> readers(graph.num_values());
@@ -44,10 +51,25 @@ std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<siz
     if (!graph.values()[v].producer.valid()) kept[v] = true;  // inputs and state stay anyway
   }
 
-  // A node is ready when all its inputs' producers have run.
+  // A node is ready when all its inputs' producers have run, and a node that
+  // writes a state's next value when every other reader of the state has run
+  // (then the update can be written in place and the state stays in its
+  // bytes; the rule is dropped if it would leave no order).
   std::vector<int32_t> missing(n, 0);
   for (size_t i = 0; i < n; ++i) {
     for (ValueId in : graph.nodes()[i].inputs) missing[i] += graph.value(in).producer.valid() ? 1 : 0;
+  }
+  std::vector<std::vector<int32_t>> updaters_after(n);  // reader -> updaters waiting for it
+  if (updates_last) {
+    for (const StateUpdate& u : graph.updates()) {
+      const NodeId updater = graph.value(u.next).producer;
+      if (!updater.valid()) continue;
+      for (int32_t reader : readers[u.state.idx()]) {
+        if (reader == updater.index) continue;
+        updaters_after[static_cast<size_t>(reader)].push_back(updater.index);
+        ++missing[updater.idx()];
+      }
+    }
   }
   std::vector<int32_t> ready;
   for (size_t i = 0; i < n; ++i) {
@@ -121,18 +143,30 @@ std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<siz
         break;
       }
     }
-    for (ValueId out : node.outputs) {
-      for (int32_t reader : readers[out.idx()]) {
-        const auto r = static_cast<size_t>(reader);
-        if (--missing[r] == 0) {
-          is_ready[r] = true;
-          push(r);
-        }
+    auto one_less_missing = [&](int32_t waiting) {
+      const auto r = static_cast<size_t>(waiting);
+      if (--missing[r] == 0) {
+        is_ready[r] = true;
+        push(r);
       }
+    };
+    for (ValueId out : node.outputs) {
+      for (int32_t reader : readers[out.idx()]) one_less_missing(reader);
     }
+    for (int32_t updater : updaters_after[chosen]) one_less_missing(updater);
   }
-  MEMFIT_CHECK(order.size() == n);
+  if (order.size() < n) {
+    MEMFIT_CHECK(updates_last);  // without the update rule every graph has an order
+    return {};
+  }
   return order;
+}
+
+}  // namespace
+
+std::vector<NodeId> memory_aware_order(const Graph& graph, const std::vector<size_t>& value_bytes) {
+  std::vector<NodeId> order = list_schedule(graph, value_bytes, true);
+  return order.empty() ? list_schedule(graph, value_bytes, false) : order;
 }
 
 Graph reorder_nodes(const Graph& graph, const std::vector<NodeId>& order,

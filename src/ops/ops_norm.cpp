@@ -247,6 +247,9 @@ void register_norm_ops(OpTableBuilder& table) {
   bn.examples = batch_norm_examples;
   bn.cheap_to_recompute = true;
   bn.kept_outputs = {1, 2};  // mean, var
+  // The new running statistics over the old ones: each element is read before
+  // it is written, so the state stays in its bytes from one step to the next.
+  bn.inplace = {{3, 3}, {4, 4}};
   bn.recompute_form_of = recompute_batch_norm;
   table.add(bn);
 

@@ -61,9 +61,15 @@ std::vector<OpExample> reduce_examples() {
           ops::example({ops::f32({3, 4})}, ReduceAttrs{{0, 1}, false})};
 }
 
-Result<Types> infer_fill(const Types&, const Attrs& attrs) {
+// fill takes an optional input, a tensor of its output's type whose values it
+// does not read: the output may then be written over it (an accumulator
+// cleared in its own bytes).
+Result<Types> infer_fill(const Types& in, const Attrs& attrs) {
   const Shape& shape = std::get<FillAttrs>(attrs).shape;
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(ops::f32(shape), -1, "shape"));
+  if (!in.empty() && in[0] != ops::f32(shape)) {
+    return Status::error("fill's input must be an f32 tensor of the filled shape");
+  }
   return Types{ops::f32(shape)};
 }
 
@@ -85,7 +91,11 @@ void register_reduce_ops(OpTableBuilder& table) {
   OpInfo fill;
   fill.op = OpKind::fill;
   fill.infer = infer_fill;
-  fill.examples = [] { return std::vector<OpExample>{ops::example({}, FillAttrs{1.5f, {2, 3}})}; };
+  fill.inplace = {{0, 0}};
+  fill.examples = [] {
+    return std::vector<OpExample>{ops::example({}, FillAttrs{1.5f, {2, 3}}),
+                                  ops::example({ops::f32({2, 3})}, FillAttrs{-2.0f, {2, 3}})};
+  };
   table.add(fill);
 }
 

@@ -132,7 +132,75 @@ void Executable::reset_times() {
   totals_ = RunTotals{};
 }
 
+Status Executable::load_state(const StateStore& state) {
+  for (size_t v = 0; v < graph_.num_values(); ++v) {
+    const Value& value = graph_.values()[v];
+    if (value.producer.valid() || !is_persistent(value.role)) continue;
+    const std::vector<float>* tensor = state.find(value.name);
+    if (!tensor || tensor->size() != static_cast<size_t>(value.elements())) {
+      return Status::error("state '" + value.name + "' is missing or has the wrong size");
+    }
+    std::memcpy(at(plan_.value_slices[v]), tensor->data(), value.bytes());
+  }
+  state_loaded_ = true;
+  return Status::ok();
+}
+
+void Executable::store_state(StateStore& state) const {
+  MEMFIT_CHECK(state_loaded_);
+  for (size_t v = 0; v < graph_.num_values(); ++v) {
+    const Value& value = graph_.values()[v];
+    if (value.producer.valid() || !is_persistent(value.role)) continue;
+    const auto* begin = reinterpret_cast<const float*>(at(plan_.value_slices[v]));
+    state[value.name].assign(begin, begin + value.elements());
+  }
+}
+
+Status Executable::copy_state_from(const Executable& other) {
+  MEMFIT_CHECK(other.state_loaded_);
+  std::unordered_map<std::string, size_t> theirs;
+  for (size_t v = 0; v < other.graph_.num_values(); ++v) {
+    const Value& value = other.graph_.values()[v];
+    if (!value.producer.valid() && is_persistent(value.role)) theirs[value.name] = v;
+  }
+  for (size_t v = 0; v < graph_.num_values(); ++v) {
+    const Value& value = graph_.values()[v];
+    if (value.producer.valid() || !is_persistent(value.role)) continue;
+    auto it = theirs.find(value.name);
+    if (it == theirs.end()) {
+      if (state_loaded_) continue;  // only this executable has it: its own value stands
+      return Status::error("state '" + value.name + "' is not in the executable it is copied from");
+    }
+    const Value& source = other.graph_.values()[it->second];
+    if (source.bytes() != value.bytes()) {
+      return Status::error("state '" + value.name + "' has another size in the executable it is copied from");
+    }
+    std::memcpy(at(plan_.value_slices[v]), other.at(other.plan_.value_slices[it->second]),
+                value.bytes());
+  }
+  state_loaded_ = true;
+  return Status::ok();
+}
+
+size_t Executable::state_copy_bytes() const {
+  size_t bytes = 0;
+  for (const StateUpdate& u : graph_.updates()) {
+    if (plan_.value_slices[u.state.idx()].offset != plan_.value_slices[u.next.idx()].offset) {
+      bytes += graph_.value(u.state).bytes();
+    }
+  }
+  return bytes;
+}
+
 Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const StepContext& step) {
+  MEMFIT_RETURN_IF_ERROR(load_state(state));
+  MEMFIT_ASSIGN_OR_RETURN(StepResult result, run(feeds, step));
+  store_state(state);
+  return result;
+}
+
+Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) {
+  MEMFIT_CHECK(state_loaded_);
   using Clock = std::chrono::steady_clock;
   const Graph& g = graph_;
   const Clock::time_point step_start = Clock::now();
@@ -148,25 +216,20 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
   for (size_t v = 0; v < g.num_values(); ++v) {
     const Value& value = g.values()[v];
     if (value.producer.valid()) continue;
-    const void* source;
+    // State is in the arena already; it counts as touched.
     if (is_persistent(value.role)) {
-      const std::vector<float>* tensor = state.find(value.name);
-      if (!tensor || tensor->size() != static_cast<size_t>(value.elements())) {
-        return Status::error("state '" + value.name + "' is missing or has the wrong size");
-      }
-      source = tensor->data();
-    } else {
-      auto it = feeds.find(value.name);
-      if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
-      source = it->second;
+      touch(plan_.value_slices[v]);
+      continue;
     }
+    auto it = feeds.find(value.name);
+    if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
     // Copied in, as onto a device.
-    std::memcpy(touch(plan_.value_slices[v]), source, value.bytes());
+    std::memcpy(touch(plan_.value_slices[v]), it->second, value.bytes());
   }
 
   StepResult result;
-  last_step_.state_in = Span{0, since_start(Clock::now())};
-  result.state_copy_seconds = last_step_.state_in.end;
+  last_step_.data_in = Span{0, since_start(Clock::now())};
+  result.io_seconds = last_step_.data_in.end;
   std::vector<int64_t> event(g.num_nodes(), -1);  // the copy task of each copy node
   std::vector<void*> inputs, outputs;
   for (size_t n = 0; n < g.num_nodes(); ++n) {
@@ -217,18 +280,21 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
     const auto* begin = reinterpret_cast<const float*>(at(plan_.value_slices[v.idx()]));
     result.outputs[value.name].assign(begin, begin + value.elements());
   }
+  // The next step finds each state in its own slice: an update not written
+  // in place moves there (both live to the end of the step, so they are apart).
   for (const StateUpdate& u : g.updates()) {
-    const Value& s = g.value(u.state);
-    std::memcpy(state[s.name].data(), at(plan_.value_slices[u.next.idx()]), s.bytes());
+    const Slice& state = plan_.value_slices[u.state.idx()];
+    const Slice& next = plan_.value_slices[u.next.idx()];
+    if (state.offset != next.offset) std::memcpy(at(state), at(next), g.value(u.state).bytes());
   }
   const Clock::time_point step_end = Clock::now();
-  result.state_copy_seconds += std::chrono::duration<double>(step_end - outputs_start).count();
+  result.io_seconds += std::chrono::duration<double>(step_end - outputs_start).count();
   result.seconds = since_start(step_end);
-  last_step_.state_out = Span{since_start(outputs_start), result.seconds};
+  last_step_.data_out = Span{since_start(outputs_start), result.seconds};
   last_step_.seconds = result.seconds;
   ++totals_.runs;
   totals_.seconds += result.seconds;
-  totals_.state_copy_seconds += result.state_copy_seconds;
+  totals_.io_seconds += result.io_seconds;
   totals_.copy_wait_seconds += result.copy_wait_seconds;
   return result;
 }

@@ -1,7 +1,7 @@
 // The executor: runs a compiled training graph, one node after the other, in
 // one arena of exactly the planned size. Every value and workspace lives at
-// its planned offset; persistent values are copied in from a StateStore at the
-// start of a step and their updates copied back at its end.
+// its planned offset; persistent values stay in the arena from one step to
+// the next (loaded from a StateStore once, copied out on request).
 //
 // Swapping: the host pool is a separate allocation of the plan's host bytes.
 // Copy nodes (to_host, to_device) are issued, in schedule order, to a copy
@@ -52,9 +52,10 @@ struct StepResult {
   // swap-outs not yet complete): the part of the copies that compute did not hide.
   double copy_wait_seconds = 0;
   // The step's wall-clock seconds, and the part of them spent copying the
-  // persistent values and the feeds into the arena and the updates out.
+  // feeds into the arena at its start and, at its end, the outputs out and
+  // the updates not written in place over their state.
   double seconds = 0;
-  double state_copy_seconds = 0;
+  double io_seconds = 0;
 };
 
 // A stretch of a step, in seconds from the step's start.
@@ -64,11 +65,11 @@ struct Span {
 };
 
 // When each part of a step ran: every node (a copy node's span is its copy on
-// the copy stream), the copies of state and feeds into the arena at the start
-// and of the updates out at the end.
+// the copy stream), the copies of the feeds into the arena at the start and
+// of the outputs and the updates not made in place at the end.
 struct StepTimeline {
   std::vector<Span> nodes;
-  Span state_in, state_out;
+  Span data_in, data_out;
   double seconds = 0;
 };
 
@@ -76,7 +77,7 @@ struct StepTimeline {
 struct RunTotals {
   int64_t runs = 0;
   double seconds = 0;             // wall-clock seconds of the runs
-  double state_copy_seconds = 0;  // of which copying state and feeds in and updates out
+  double io_seconds = 0;  // of which copying feeds in, outputs and updates out
   double copy_wait_seconds = 0;   // of which compute waited for the copy stream
 };
 
@@ -107,10 +108,28 @@ class Executable {
   // the copy engine and, with `poison`, poison mode. Once only.
   void allocate(bool poison = false);
 
-  // Runs one step. Persistent inputs come from `state` (an error names any
-  // missing or mis-sized one); at the end, every update's new value replaces
-  // its state there.
+  // State kept in the arena. Persistent inputs (parameters, optimizer state,
+  // running statistics, accumulators) live to the end of every step, so their
+  // slices are never given to another value: the arena holds the state from
+  // one step to the next. load_state copies every persistent input of the
+  // graph in from `state` (an error names any missing or mis-sized one);
+  // store_state copies them out into `state` (after a step: the updated
+  // values); copy_state_from copies those that `other` also has from its
+  // arena, keeping its own value of the others once its state is loaded
+  // (before, `other` must have them all).
+  Status load_state(const StateStore& state);
+  void store_state(StateStore& state) const;
+  Status copy_state_from(const Executable& other);
+  bool state_loaded() const { return state_loaded_; }
+
+  // Runs one step on the state in the arena (load_state first). At its end an
+  // update whose new value was not written in place over its state is copied
+  // over it inside the arena (state_copy_bytes() per step; 0 when every update
+  // is in place).
+  Result<StepResult> run(const Feeds& feeds, const StepContext& step);
+  // The same for one-off use: load_state(state), run, store_state(state).
   Result<StepResult> run(StateStore& state, const Feeds& feeds, const StepContext& step);
+  size_t state_copy_bytes() const;
 
   const Graph& graph() const { return graph_; }
   const MemoryPlan& plan() const { return plan_; }
@@ -148,6 +167,7 @@ class Executable {
   std::unique_ptr<std::byte[], ArenaDelete> arena_;
   std::unique_ptr<std::byte[], ArenaDelete> host_;  // the host pool, apart from the arena
   std::unique_ptr<CopyEngine> copies_;               // null when the graph has no copy node
+  bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
   // Per node: the copy nodes whose events it waits for before it runs.
   std::vector<std::vector<int32_t>> waits_for_;

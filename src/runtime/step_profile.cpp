@@ -89,9 +89,9 @@ StepProfile profile_runs(const Executable& exe) {
     op_backends[name].insert(exe.node_backends()[n]);
   }
   const double waits = totals.copy_wait_seconds / runs;
-  const double state = totals.state_copy_seconds / runs;
+  const double state = totals.io_seconds / runs;
   phases.push_back(ProfileRow{"copy waits", 0, waits, ""});
-  phases.push_back(ProfileRow{"state copies", 0, state, ""});
+  phases.push_back(ProfileRow{"data in/out", 0, state, ""});
   phases.push_back(
       ProfileRow{"executor", 0, std::max(0.0, profile.step_seconds - compute - waits - state), ""});
   profile.by_phase = std::move(phases);
@@ -151,7 +151,7 @@ std::string chrome_trace_json(const Executable& exe) {
                   tid, json_string(name).c_str(), json_string(category).c_str(), 1e6 * span.start,
                   1e6 * (span.end - span.start), args.c_str());
   };
-  event(kCompute, "state in", "state copies", step.state_in, "");
+  event(kCompute, "data in", "data in/out", step.data_in, "");
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.nodes()[n];
     const std::string op(op_name(node.op));
@@ -160,7 +160,7 @@ std::string chrome_trace_json(const Executable& exe) {
                              ", \"backend\": " + json_string(exe.node_backends()[n]);
     event(is_copy(node) ? kCopy : kCompute, node.name, op, step.nodes[n], args);
   }
-  event(kCompute, "state out", "state copies", step.state_out, "");
+  event(kCompute, "data out", "data in/out", step.data_out, "");
   // The last event ends the list: JSON allows no trailing comma.
   out.resize(out.size() - 2);
   out += "\n]}\n";

@@ -5,8 +5,9 @@
 // "recompute" is the forward nodes whose outputs lead to neither the loss
 // (a graph output) nor a state update: recomputed activations; "swap copies" is the copy stream's time, which
 // runs beside compute, and "copy waits" the part of it compute waited for;
-// "state copies" is copying the persistent values and the feeds into the
-// arena at the start of a step and the updates and outputs out at its end;
+// "data in/out" is copying the batch into the arena at the start of a step
+// and the outputs out at its end (with any update not written in place over
+// its state: none in the zoo; the state itself stays in the arena);
 // "executor" is the rest of the step's wall-clock time (dispatch, poisoning).
 #pragma once
 
@@ -41,7 +42,7 @@ StepProfile profile_runs(const Executable& exe);
 std::string format_profile(const StepProfile& profile);
 
 // The last step of `exe` in the Chrome trace event format (JSON; chrome://tracing
-// and Perfetto open it): one lane for compute, with the state copies at its
+// and Perfetto open it): one lane for compute, with the data copies at its
 // ends, and one for the copy engine; each event names its node, op kind,
 // phase and backend.
 std::string chrome_trace_json(const Executable& exe);

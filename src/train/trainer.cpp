@@ -39,7 +39,9 @@ float schedule_scale(Schedule schedule, int64_t step, int64_t total) {
 }
 
 Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCounters& counters,
-                           const TrainingProgram& program, StateStore& state) {
+                           const TrainingProgram& program) {
+  StateStore state;
+  program.store_state(state);
   Checkpoint ck;
   ck.model = model;
   ck.epoch = epoch;
@@ -51,7 +53,7 @@ Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCo
 
 // The fraction of the test set's label elements (images, tokens or voxels)
 // whose class the model predicts.
-Result<double> evaluate(TrainingProgram& program, StateStore& state, const DataSource& data) {
+Result<double> evaluate(TrainingProgram& program, const DataSource& data) {
   const int64_t batch = program.eval_batch();
   const int64_t batches = data.test_count() / batch;
   Batch inputs = Batch::for_model(program.eval_model());
@@ -60,7 +62,7 @@ Result<double> evaluate(TrainingProgram& program, StateStore& state, const DataS
   for (int64_t b = 0; b < batches; ++b) {
     for (int64_t i = 0; i < batch; ++i) examples[static_cast<size_t>(i)] = b * batch + i;
     MEMFIT_RETURN_IF_ERROR(data.fill(true, examples, inputs));
-    MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(state, inputs.feeds()));
+    MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(inputs.feeds()));
     const std::vector<int32_t>& labels = inputs.labels();
     if (predicted.size() != labels.size()) {
       return Status::error("the model predicts " + std::to_string(predicted.size()) +
@@ -185,6 +187,9 @@ Result<TrainReport> train(const TrainOptions& options,
                static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
   }
 
+  MEMFIT_RETURN_IF_ERROR(program->load_state(state));
+  state = StateStore();  // the arena holds it from here on
+
   MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler,
                           BatchSampler::create(data->train_count(), options.step.model.batch, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
@@ -207,7 +212,7 @@ Result<TrainReport> train(const TrainOptions& options,
           static_cast<size_t>(b * options.step.model.batch), static_cast<size_t>(options.step.model.batch));
       MEMFIT_RETURN_IF_ERROR(data->fill(false, examples, inputs));
       const float lr_scale = schedule_scale(options.schedule, counters.optimizer_step, total_steps);
-      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(state, inputs.feeds(), options.seed,
+      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(inputs.feeds(), options.seed,
                                                               lr_scale, counters));
       report.losses.push_back(loss);
       window_loss += loss;
@@ -231,13 +236,13 @@ Result<TrainReport> train(const TrainOptions& options,
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     examples += micro_batches * options.step.model.batch;
-    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, state, *data));
+    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, *data));
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
                100.0 * accuracy, static_cast<long long>(data->test_count())));
     if (!options.save_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint(
-          options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters, *program, state)));
+          options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters, *program)));
       log("saved " + options.save_path);
     }
   }

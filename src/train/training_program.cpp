@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/check.h"
 #include "core/random.h"
 #include "ops/typed_graph.h"
 #include "step/step_budget.h"
@@ -64,20 +65,43 @@ void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
   }
 }
 
-Result<float> TrainingProgram::micro_step(StateStore& state, const Feeds& feeds, uint64_t seed,
-                                          float lr_scale, StepCounters& counters) {
+Status TrainingProgram::load_state(const StateStore& state) {
+  MEMFIT_RETURN_IF_ERROR(step_.apply->load_state(state));
+  if (step_.accumulate_only) MEMFIT_RETURN_IF_ERROR(step_.accumulate_only->load_state(state));
+  holder_ = step_.apply.get();
+  return Status::ok();
+}
+
+void TrainingProgram::store_state(StateStore& state) const {
+  MEMFIT_CHECK(holder_ != nullptr);
+  // The other executable first: the holder's values are the newer ones.
+  for (const Executable* exe : {step_.apply.get(), step_.accumulate_only.get()}) {
+    if (exe != nullptr && exe != holder_) exe->store_state(state);
+  }
+  holder_->store_state(state);
+}
+
+Result<float> TrainingProgram::micro_step(const Feeds& feeds, uint64_t seed, float lr_scale,
+                                          StepCounters& counters) {
+  if (holder_ == nullptr) return Status::error("the training state was never loaded (load_state)");
   const bool apply = (counters.micro_step + 1) % accumulate_ == 0;
   Executable& exe = apply ? *step_.apply : *step_.accumulate_only;
+  if (&exe != holder_) {
+    MEMFIT_RETURN_IF_ERROR(exe.copy_state_from(*holder_));
+    holder_ = &exe;
+  }
   MEMFIT_ASSIGN_OR_RETURN(StepResult result,
-                          exe.run(state, feeds, StepContext{seed, counters.micro_step, counters.optimizer_step, lr_scale}));
+                          exe.run(feeds, StepContext{seed, counters.micro_step, counters.optimizer_step, lr_scale}));
   high_water_bytes_ = std::max(high_water_bytes_, result.high_water_bytes);
   ++counters.micro_step;
   if (apply) ++counters.optimizer_step;
   return result.outputs.at("loss")[0];
 }
 
-Result<std::vector<int32_t>> TrainingProgram::predict(StateStore& state, const Feeds& feeds) {
-  MEMFIT_ASSIGN_OR_RETURN(StepResult result, eval_->run(state, feeds, StepContext{}));
+Result<std::vector<int32_t>> TrainingProgram::predict(const Feeds& feeds) {
+  if (holder_ == nullptr) return Status::error("the training state was never loaded (load_state)");
+  MEMFIT_RETURN_IF_ERROR(eval_->copy_state_from(*holder_));
+  MEMFIT_ASSIGN_OR_RETURN(StepResult result, eval_->run(feeds, StepContext{}));
   const ValueId logits_id = eval_->graph().outputs()[0];
   const std::vector<float>& logits = result.outputs.at(eval_->graph().value(logits_id).name);
   const Shape& shape = eval_->graph().value(logits_id).type.shape;

@@ -34,13 +34,18 @@ class TrainingProgram {
   // Every persistent value with its shape, in a fixed order (checkpoints).
   const std::vector<std::pair<std::string, Shape>>& state_shapes() const { return state_shapes_; }
 
-  // Runs one micro-batch (every data input of the model, labels included)
-  // and returns its loss.
-  Result<float> micro_step(StateStore& state, const Feeds& feeds, uint64_t seed, float lr_scale,
-                           StepCounters& counters);
+  // The state lives in the step's arena from one micro-batch to the next:
+  // load_state copies it in (before the first micro-batch, or to replace it);
+  // store_state copies it out as the last micro-batch left it (checkpoints).
+  Status load_state(const StateStore& state);
+  void store_state(StateStore& state) const;
+
+  // Runs one micro-batch (every data input of the model, labels included) on
+  // the state in the arena and returns its loss.
+  Result<float> micro_step(const Feeds& feeds, uint64_t seed, float lr_scale, StepCounters& counters);
   // The predicted class of each row of the logits, for a batch of eval_batch
-  // examples (labels, if fed, are not read).
-  Result<std::vector<int32_t>> predict(StateStore& state, const Feeds& feeds);
+  // examples (labels, if fed, are not read), with the current state.
+  Result<std::vector<int32_t>> predict(const Feeds& feeds);
 
   // The forward model at the training batch and at the evaluation batch
   // (their inputs say what to feed).
@@ -75,6 +80,10 @@ class TrainingProgram {
   std::unordered_map<std::string, Init> init_;
   std::vector<std::pair<std::string, Shape>> state_shapes_;
   size_t high_water_bytes_ = 0;
+  // The step executable whose arena holds the newest state (with accumulate
+  // > 1 the two take turns; state moves between them when they switch);
+  // null until load_state.
+  Executable* holder_ = nullptr;
 };
 
 }  // namespace memfit
