@@ -313,13 +313,23 @@ TEST(CpuBackend, MaxPool2dGrad) {
   }
 }
 
-TEST(CpuBackend, MaxPool2dGradKeepsIndicesInWorkspace) {
-  const Pool2dAttrs attrs{{2, 2}, {2, 2}, {0, 0}, false};
-  const OneNode built = build({OpKind::max_pool2d_grad, {{2, 3, 4, 4}, {2, 3, 8, 8}}, attrs, {}});
-  auto kernel = make_cpu_backend()->make_kernel(built.graph, built.node);
-  ASSERT_TRUE(kernel.is_ok()) << kernel.message();
-  // At least one byte of argmax per output element (y itself lives in dx).
-  EXPECT_GE((*kernel)->workspace_bytes(), size_t{2 * 3 * 4 * 4});
+// Max pooling picks the reference's element, so its forward pass equals the
+// reference bit for bit, on planes spread over threads; it needs no workspace.
+TEST(CpuBackend, MaxPool2dEqualsReferenceBitForBit) {
+  std::vector<PoolConfig> configs = pool_configs();
+  configs.push_back({{4, 64, 28, 28}, {{3, 3}, {2, 2}, {1, 1}, false}});
+  for (const PoolConfig& p : configs) {
+    const OpCase c{OpKind::max_pool2d, {p.x}, p.attrs, {p.fill}};
+    SCOPED_TRACE(describe(c));
+    const OneNode built = build(c);
+    const Node& node = built.graph.node(built.node);
+    auto cpu = make_cpu_backend()->make_kernel(built.graph, built.node).value();
+    auto ref = make_reference_backend()->make_kernel(built.graph, built.node).value();
+    EXPECT_EQ(cpu->workspace_bytes(), 0u);
+    const auto values = make_inputs(c, 3);
+    EXPECT_EQ(run_kernel(*cpu, built.graph, node, values)->results[0],
+              run_kernel(*ref, built.graph, node, values)->results[0]);
+  }
 }
 
 TEST(CpuBackend, AvgPool2d) {

@@ -1,5 +1,5 @@
 // The CPU backend: oneDNN kernels for the compute-heavy ops, OpenMP loops for
-// same-shape add, sub and mul and for embedding_grad, the reference kernels
+// same-shape add, sub and mul, embedding_grad and max pooling, the reference kernels
 // for the rest. All kernels are created when a graph is compiled.
 #include <omp.h>
 
@@ -27,12 +27,13 @@ KernelFactory cpu_factory(OpKind op) {
       return cpu::make_conv_kernel;
     case OpKind::max_pool2d:
     case OpKind::max_pool2d_grad:
+    case OpKind::max_pool3d:
+    case OpKind::max_pool3d_grad:
+      return cpu::make_max_pool_kernel;
     case OpKind::avg_pool2d:
     case OpKind::avg_pool2d_grad:
     case OpKind::global_avg_pool:
     case OpKind::global_avg_pool_grad:
-    case OpKind::max_pool3d:
-    case OpKind::max_pool3d_grad:
     case OpKind::avg_pool3d:
     case OpKind::avg_pool3d_grad:
       return cpu::make_pool_kernel;

@@ -14,8 +14,10 @@ std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
 // False for the transposed convolutions oneDNN cannot express (an output_padding
 // of pad + stride or more); the reference kernel runs them.
 bool conv_supported(const Node& node);
-// max_pool2d, avg_pool2d, max_pool3d, avg_pool3d, global_avg_pool and their gradients
+// avg_pool2d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
+// max_pool2d, max_pool3d and their gradients on plain layouts (OpenMP loops)
+std::unique_ptr<Kernel> make_max_pool_kernel(const Graph& graph, const Node& node);
 // upsample, upsample_grad
 std::unique_ptr<Kernel> make_resample_kernel(const Graph& graph, const Node& node);
 // batch_norm, batch_norm_inference, layer_norm and their gradients

@@ -1,6 +1,6 @@
-// Max and average pooling (2-D and 3-D) and their gradients on oneDNN pooling
+// Average pooling (2-D and 3-D) and its gradient on oneDNN pooling
 // primitives, which take 4-D and 5-D tensors alike. global_avg_pool is average
-// pooling with one H x W window.
+// pooling with one H x W window. Max pooling: cpu_max_pool.cpp.
 #include <variant>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -13,12 +13,11 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 
-// Padding is symmetric; oneDNN accepts the floor in the output size. Max
-// pooling never picks padding, and windows never reach past the right padding,
-// so include_pad divides by the whole window (KH * KW, or KD * KH * KW)
-// everywhere, as docs/ops.md says.
+// Padding is symmetric; oneDNN accepts the floor in the output size. Windows
+// never reach past the right padding, so include_pad divides by the whole
+// window (KH * KW, or KD * KH * KW) everywhere, as docs/ops.md says.
 struct PoolGeometry {
-  algorithm alg = algorithm::pooling_max;
+  algorithm alg = algorithm::pooling_avg_exclude_padding;
   memory::dims kernel;
   memory::dims strides;
   memory::dims padding;
@@ -27,10 +26,9 @@ struct PoolGeometry {
 // Pool2dAttrs, Pool3dAttrs and their Grad forms share these fields; each has
 // one entry per spatial dimension.
 template <class A>
-PoolGeometry geometry(const A& attrs, bool max) {
-  const algorithm avg = attrs.include_pad ? algorithm::pooling_avg_include_padding
-                                          : algorithm::pooling_avg_exclude_padding;
-  return {max ? algorithm::pooling_max : avg,
+PoolGeometry geometry(const A& attrs) {
+  return {attrs.include_pad ? algorithm::pooling_avg_include_padding
+                            : algorithm::pooling_avg_exclude_padding,
           {attrs.kernel.begin(), attrs.kernel.end()},
           {attrs.stride.begin(), attrs.stride.end()},
           {attrs.pad.begin(), attrs.pad.end()}};
@@ -72,64 +70,25 @@ std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& 
   return kernel;
 }
 
-// dy (N, C, [OD,] OH, OW), x (N, C, [D,] H, W) -> dx like x. The node has no
-// saved indices, so the kernel runs the forward pass again to get oneDNN's
-// workspace (the argmax of each window), then the backward pass.
-std::unique_ptr<Kernel> max_backward_kernel(const Graph& graph, const Node& node,
-                                            const PoolGeometry& g) {
-  const memory::desc dy = plain_md(input_shape(graph, node, 0));
-  const memory::desc x = plain_md(input_shape(graph, node, 1));
-  const memory::desc dx = plain_md(output_shape(graph, node, 0));
-  const auto forward = forward_pd(dnnl::prop_kind::forward_training, x, dy, g);
-  const memory::desc indices = forward.workspace_desc();
-  const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding, g.padding);
-  const dnnl::pooling_backward::primitive_desc backward(desc, kernel_attr(), engine(), forward);
-
-  auto kernel = std::make_unique<PrimitiveKernel>();
-  // The recomputed y (like dy) is dead before the backward pass writes dx,
-  // so it lives in dx when it fits (it does unless padding grows the output),
-  // which keeps it out of the planned workspace.
-  const ArgBuffer y = dy.get_size() <= dx.get_size()
-                          ? output_arg(DNNL_ARG_DST, 0, dy)
-                          : workspace_arg(DNNL_ARG_DST, kernel->reserve(dy.get_size()), dy);
-  const size_t indices_offset = kernel->reserve(indices.get_size());
-  kernel->add(forward, {input_arg(DNNL_ARG_SRC, 1, x), y,
-                        workspace_arg(DNNL_ARG_WORKSPACE, indices_offset, indices)});
-  kernel->add(backward, {input_arg(DNNL_ARG_DIFF_DST, 0, dy),
-                         workspace_arg(DNNL_ARG_WORKSPACE, indices_offset, indices),
-                         output_arg(DNNL_ARG_DIFF_SRC, 0, dx)});
-  return kernel;
-}
-
 }  // namespace
 
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
-    case OpKind::max_pool2d:
-      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
-                            geometry(std::get<Pool2dAttrs>(node.attrs), true));
     case OpKind::avg_pool2d:
       return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
-                            geometry(std::get<Pool2dAttrs>(node.attrs), false));
-    case OpKind::max_pool3d:
-      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
-                            geometry(std::get<Pool3dAttrs>(node.attrs), true));
+                            geometry(std::get<Pool2dAttrs>(node.attrs)));
     case OpKind::avg_pool3d:
       return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
-                            geometry(std::get<Pool3dAttrs>(node.attrs), false));
+                            geometry(std::get<Pool3dAttrs>(node.attrs)));
     case OpKind::global_avg_pool:
       return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
                             global_geometry(input_shape(graph, node, 0)));
-    case OpKind::max_pool2d_grad:
-      return max_backward_kernel(graph, node, geometry(std::get<Pool2dAttrs>(node.attrs), true));
-    case OpKind::max_pool3d_grad:
-      return max_backward_kernel(graph, node, geometry(std::get<Pool3dAttrs>(node.attrs), true));
     case OpKind::avg_pool2d_grad:
       return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
-                                 geometry(std::get<Pool2dGradAttrs>(node.attrs), false));
+                                 geometry(std::get<Pool2dGradAttrs>(node.attrs)));
     case OpKind::avg_pool3d_grad:
       return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
-                                 geometry(std::get<Pool3dGradAttrs>(node.attrs), false));
+                                 geometry(std::get<Pool3dGradAttrs>(node.attrs)));
     case OpKind::global_avg_pool_grad:
       return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
                                  global_geometry(output_shape(graph, node, 0)));
