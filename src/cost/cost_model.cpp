@@ -123,14 +123,13 @@ MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend,
     if (exe) {
       StateStore state;
       bool ok = true;
-      double warm_up = 0;
       // A warm-up run (first-touch page faults, lazy set-up), then the timed
-      // runs; node_seconds sums all of them, so the warm-up is subtracted.
+      // runs: the executor's own kernel times, which --profile reports too.
       for (int r = 0; r <= runs && ok; ++r) {
         ok = (*exe)->run(state, feeds, StepContext{1, 0, 1, 1.0f}).is_ok();
-        if (r == 0) warm_up = (*exe)->node_seconds()[0];
+        if (r == 0) (*exe)->reset_times();
       }
-      if (ok) seconds = ((*exe)->node_seconds()[0] - warm_up) / runs;
+      if (ok) seconds = (*exe)->node_seconds()[0] / runs;
     }
     if (seconds < 0) {
       ++costs.fell_back_;
