@@ -1,5 +1,6 @@
 // The CPU backend: oneDNN kernels for the compute-heavy ops, OpenMP loops for
-// same-shape add, sub and mul, embedding_grad and max pooling, the reference kernels
+// same-shape add, sub and mul, embedding_grad, max pooling, the cross-entropy,
+// reductions, transpose, slice, dropout and the optimizer updates, the reference kernels
 // for the rest. All kernels are created when a graph is compiled.
 #include <omp.h>
 
@@ -71,9 +72,31 @@ KernelFactory cpu_factory(OpKind op) {
       return cpu::make_binary_kernel;
     case OpKind::embedding_grad:
       return cpu::make_embedding_grad_kernel;
+    case OpKind::softmax_cross_entropy:
+    case OpKind::softmax_cross_entropy_grad:
+      return cpu::make_loss_kernel;
+    case OpKind::reduce_sum:
+    case OpKind::reduce_mean:
+      return cpu::make_reduce_kernel;
+    case OpKind::transpose:
+    case OpKind::slice:
+    case OpKind::slice_grad:
+      return cpu::make_shape_kernel;
+    case OpKind::dropout:
+      return cpu::make_dropout_kernel;
+    case OpKind::sgd_update:
+    case OpKind::adamw_update:
+      return cpu::make_optimizer_kernel;
     default:
       return nullptr;
   }
+}
+
+// Whether input i of `op` holds i32 ids or labels.
+bool i32_input(OpKind op, size_t i) {
+  return (op == OpKind::embedding_grad && i == 1) ||
+         (op == OpKind::softmax_cross_entropy && i == 1) ||
+         (op == OpKind::softmax_cross_entropy_grad && i == 2);
 }
 
 class CpuBackend final : public Backend {
@@ -81,14 +104,18 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
 
   // True for the nodes that get a CPU kernel; every tensor they touch is f32,
-  // but embedding_grad's ids.
+  // but the i32 ids and labels of embedding_grad and the cross-entropy, and
+  // the data moved by transpose and slice, which may be of any type.
   bool supports(const Graph& graph, const Node& node) const override {
-    if (cpu_factory(node.op) == nullptr || !cpu::conv_supported(node)) return false;
-    if (cpu_factory(node.op) == cpu::make_binary_kernel && !cpu::binary_supported(graph, node))
-      return false;
+    const KernelFactory factory = cpu_factory(node.op);
+    if (factory == nullptr || !cpu::conv_supported(node)) return false;
+    if (factory == cpu::make_binary_kernel && !cpu::binary_supported(graph, node)) return false;
+    if (factory == cpu::make_reduce_kernel && !cpu::reduce_supported(node)) return false;
+    if (factory == cpu::make_shape_kernel) return true;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const bool ids = node.op == OpKind::embedding_grad && i == 1;  // i32 token ids
-      if (graph.value(node.inputs[i]).type.dtype != (ids ? DType::i32 : DType::f32)) return false;
+      if (graph.value(node.inputs[i]).type.dtype != (i32_input(node.op, i) ? DType::i32 : DType::f32)) {
+        return false;
+      }
     }
     for (const ValueId id : node.outputs) {
       if (graph.value(id).type.dtype != DType::f32) return false;

@@ -34,5 +34,16 @@ std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node)
 std::unique_ptr<Kernel> make_embedding_grad_kernel(const Graph& graph, const Node& node);
 // softmax, log_softmax and their gradients
 std::unique_ptr<Kernel> make_softmax_kernel(const Graph& graph, const Node& node);
+// softmax_cross_entropy and its gradient (their labels are i32)
+std::unique_ptr<Kernel> make_loss_kernel(const Graph& graph, const Node& node);
+// reduce_sum, reduce_mean over consecutive axes (reduce_supported)
+bool reduce_supported(const Node& node);
+std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node);
+// transpose, slice, slice_grad (any dtype: exact copies)
+std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node);
+// dropout, with the reference kernel's mask
+std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node);
+// sgd_update, adamw_update, with the reference kernels' bits
+std::unique_ptr<Kernel> make_optimizer_kernel(const Graph& graph, const Node& node);
 
 }  // namespace memfit::cpu

@@ -1,0 +1,43 @@
+// dropout: y = x / (1 - p) where the counter-based generator keeps element i
+// (dropout_keeps(seed, micro_step, key, i, p), src/core/random.h), else 0.
+// Each element's draw depends on its index only, so the mask is the
+// reference kernel's bit for bit, on any number of threads, and a recomputed
+// dropout draws the same mask. The division is in double, rounded once, as
+// in the reference. In place: y may be x.
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dnnl_util.h"
+#include "core/random.h"
+
+namespace memfit::cpu {
+namespace {
+
+class DropoutKernel final : public Kernel {
+ public:
+  DropoutKernel(const DropoutAttrs& attrs, int64_t count) : attrs_(attrs), count_(count) {}
+
+  void run(const KernelArgs& args) override {
+    const auto* x = static_cast<const float*>(args.inputs[0]);
+    auto* y = static_cast<float*>(args.outputs[0]);
+    const double keep_fraction = 1.0 - static_cast<double>(attrs_.p);
+    const auto seed = args.step.seed;
+    const auto step = static_cast<uint64_t>(args.step.micro_step);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count_; ++i) {
+      const bool keep = dropout_keeps(seed, step, attrs_.key, static_cast<uint64_t>(i), attrs_.p);
+      y[i] = keep ? static_cast<float>(x[i] / keep_fraction) : 0.0f;
+    }
+  }
+
+ private:
+  DropoutAttrs attrs_;
+  int64_t count_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node) {
+  return std::make_unique<DropoutKernel>(std::get<DropoutAttrs>(node.attrs),
+                                         num_elements(input_shape(graph, node, 0)));
+}
+
+}  // namespace memfit::cpu

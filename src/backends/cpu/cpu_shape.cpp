@@ -1,0 +1,128 @@
+// Data movement: transpose, slice and slice_grad, as OpenMP loops of
+// contiguous copies. Exact copies, so the results equal the reference
+// kernels' bit for bit.
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/dnnl_util.h"
+#include "core/check.h"
+
+namespace memfit::cpu {
+namespace {
+
+int64_t product(const Shape& shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i) p *= shape[i];
+  return p;
+}
+
+// y = x with its dimensions permuted: y's dimension i is x's dimension perm[i].
+// Trailing dimensions that the permutation keeps in place are copied as one
+// contiguous run; the rest are walked by an odometer over y's leading
+// dimensions, split across threads.
+class TransposeKernel final : public Kernel {
+ public:
+  TransposeKernel(const Shape& x, const std::vector<int64_t>& perm, size_t element)
+      : element_(element) {
+    const size_t rank = x.size();
+    std::vector<int64_t> x_strides(rank, 1);
+    for (size_t i = rank; i-- > 1;) x_strides[i - 1] = x_strides[i] * x[i];
+    // The run: the longest suffix with perm[i] == i.
+    size_t kept = rank;
+    while (kept > 0 && perm[kept - 1] == static_cast<int64_t>(kept - 1)) --kept;
+    run_ = product(x, kept, rank);
+    for (size_t i = 0; i < kept; ++i) {
+      dims_.push_back(x[static_cast<size_t>(perm[i])]);
+      strides_.push_back(x_strides[static_cast<size_t>(perm[i])]);
+    }
+    rows_ = 1;
+    for (int64_t d : dims_) rows_ *= d;
+  }
+
+  void run(const KernelArgs& args) override {
+    const auto* x = static_cast<const char*>(args.inputs[0]);
+    auto* y = static_cast<char*>(args.outputs[0]);
+    const size_t run_bytes = static_cast<size_t>(run_) * element_;
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < rows_; ++row) {
+      // The x offset of y's row `row` (its index over y's leading dimensions).
+      int64_t rest = row, offset = 0;
+      for (size_t d = dims_.size(); d-- > 0;) {
+        offset += rest % dims_[d] * strides_[d];
+        rest /= dims_[d];
+      }
+      std::memcpy(y + static_cast<size_t>(row) * run_bytes,
+                  x + static_cast<size_t>(offset) * element_, run_bytes);
+    }
+  }
+
+ private:
+  size_t element_;
+  int64_t run_ = 1, rows_ = 1;
+  std::vector<int64_t> dims_, strides_;  // y's leading dimensions, and x's strides along them
+};
+
+// Around the axis, x is (outer, len, inner): slice copies elements
+// [start, end) of len from each outer row; slice_grad writes dy there and
+// zeros elsewhere.
+class SliceKernel final : public Kernel {
+ public:
+  SliceKernel(bool grad, const Shape& full, const SliceAttrs& attrs, size_t element)
+      : grad_(grad), element_(element) {
+    const auto axis = static_cast<size_t>(attrs.axis);
+    MEMFIT_CHECK(axis < full.size());
+    outer_ = product(full, 0, axis);
+    inner_ = product(full, axis + 1, full.size());
+    len_ = full[axis];
+    start_ = attrs.start;
+    part_ = attrs.end - attrs.start;
+  }
+
+  void run(const KernelArgs& args) override {
+    const size_t block = static_cast<size_t>(part_ * inner_) * element_;
+    const size_t row = static_cast<size_t>(len_ * inner_) * element_;
+    const size_t before = static_cast<size_t>(start_ * inner_) * element_;
+    const auto* in = static_cast<const char*>(args.inputs[0]);
+    auto* out = static_cast<char*>(args.outputs[0]);
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < outer_; ++o) {
+      const auto k = static_cast<size_t>(o);
+      if (grad_) {
+        char* dx = out + k * row;
+        std::memset(dx, 0, before);
+        std::memcpy(dx + before, in + k * block, block);
+        std::memset(dx + before + block, 0, row - before - block);
+      } else {
+        std::memcpy(out + k * block, in + k * row + before, block);
+      }
+    }
+  }
+
+ private:
+  bool grad_;
+  size_t element_;
+  int64_t outer_ = 1, inner_ = 1, len_ = 1, start_ = 0, part_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node) {
+  const size_t element = dtype_size(graph.value(node.inputs[0]).type.dtype);
+  switch (node.op) {
+    case OpKind::transpose:
+      return std::make_unique<TransposeKernel>(input_shape(graph, node, 0),
+                                               std::get<PermAttrs>(node.attrs).perm, element);
+    case OpKind::slice:
+      return std::make_unique<SliceKernel>(false, input_shape(graph, node, 0),
+                                           std::get<SliceAttrs>(node.attrs), element);
+    case OpKind::slice_grad:
+      return std::make_unique<SliceKernel>(true, output_shape(graph, node, 0),
+                                           std::get<SliceAttrs>(node.attrs), element);
+    default:
+      MEMFIT_CHECK(false);
+      return nullptr;
+  }
+}
+
+}  // namespace memfit::cpu
