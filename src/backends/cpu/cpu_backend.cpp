@@ -1,7 +1,8 @@
-// The CPU backend: oneDNN kernels for the compute-heavy ops, OpenMP loops for
-// same-shape add, sub and mul, embedding_grad, max pooling, the cross-entropy,
-// reductions, transpose, slice, dropout and the optimizer updates, the reference kernels
-// for the rest. All kernels are created when a graph is compiled.
+// The CPU backend: oneDNN kernels for the compute-heavy ops; OpenMP loops for
+// same-shape add, sub and mul, embedding and its gradient, max pooling, the
+// cross-entropy, reductions, data movement (reshape, transpose, concat,
+// split, slice), fill, dropout and the optimizer updates; the reference
+// kernels for the rest. All kernels are created when a graph is compiled.
 #include <omp.h>
 
 #include <string>
@@ -70,6 +71,8 @@ KernelFactory cpu_factory(OpKind op) {
     case OpKind::sub:
     case OpKind::mul:
       return cpu::make_binary_kernel;
+    case OpKind::embedding:
+      return cpu::make_embedding_kernel;
     case OpKind::embedding_grad:
       return cpu::make_embedding_grad_kernel;
     case OpKind::softmax_cross_entropy:
@@ -78,9 +81,13 @@ KernelFactory cpu_factory(OpKind op) {
     case OpKind::reduce_sum:
     case OpKind::reduce_mean:
       return cpu::make_reduce_kernel;
+    case OpKind::reshape:
     case OpKind::transpose:
+    case OpKind::concat:
+    case OpKind::split:
     case OpKind::slice:
     case OpKind::slice_grad:
+    case OpKind::fill:
       return cpu::make_shape_kernel;
     case OpKind::dropout:
       return cpu::make_dropout_kernel;
@@ -94,7 +101,7 @@ KernelFactory cpu_factory(OpKind op) {
 
 // Whether input i of `op` holds i32 ids or labels.
 bool i32_input(OpKind op, size_t i) {
-  return (op == OpKind::embedding_grad && i == 1) ||
+  return (op == OpKind::embedding && i == 0) || (op == OpKind::embedding_grad && i == 1) ||
          (op == OpKind::softmax_cross_entropy && i == 1) ||
          (op == OpKind::softmax_cross_entropy_grad && i == 2);
 }

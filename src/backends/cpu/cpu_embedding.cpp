@@ -1,3 +1,5 @@
+// embedding on the CPU: y[n, :] = table[ids[n], :], rows copied on threads
+// after every id is checked against the table, as the reference kernel does.
 // embedding_grad on the CPU: dtable = 0, then every row that some id names gets
 // the sum of the dy rows that name it, added in double in the order of their
 // positions and rounded once, as the reference kernel does (so the bits are
@@ -58,7 +60,35 @@ class EmbeddingGradKernel final : public Kernel {
   int64_t rows_, dim_, count_;
 };
 
+class EmbeddingKernel final : public Kernel {
+ public:
+  EmbeddingKernel(const Node& node, int64_t rows, int64_t dim, int64_t count)
+      : node_(node), rows_(rows), dim_(dim), count_(count) {}
+
+  void run(const KernelArgs& args) override {
+    const auto* ids = static_cast<const int32_t*>(args.inputs[0]);  // (...)
+    const auto* table = static_cast<const float*>(args.inputs[1]);  // (V, D)
+    auto* y = static_cast<float*>(args.outputs[0]);                 // (..., D)
+    for (int64_t n = 0; n < count_; ++n) ops::checked_table_row(node_, ids[n], n, rows_);
+    const auto row_bytes = static_cast<size_t>(dim_) * sizeof(float);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < count_; ++n) {
+      std::memcpy(y + n * dim_, table + static_cast<int64_t>(ids[n]) * dim_, row_bytes);
+    }
+  }
+
+ private:
+  Node node_;  // for the message on an id outside the table
+  int64_t rows_, dim_, count_;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_embedding_kernel(const Graph& graph, const Node& node) {
+  const Shape& table = graph.value(node.inputs[1]).type.shape;
+  return std::make_unique<EmbeddingKernel>(node, table[0], table[1],
+                                           graph.value(node.inputs[0]).elements());
+}
 
 std::unique_ptr<Kernel> make_embedding_grad_kernel(const Graph& graph, const Node& node) {
   const Shape& table = graph.value(node.outputs[0]).type.shape;

@@ -30,6 +30,8 @@ std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node
 // plain OpenMP loops, not oneDNN (src/backends/cpu/cpu_binary.cpp says why)
 bool binary_supported(const Graph& graph, const Node& node);
 std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node);
+// embedding (its ids are i32): rows copied on threads
+std::unique_ptr<Kernel> make_embedding_kernel(const Graph& graph, const Node& node);
 // embedding_grad (its ids are i32); the reference kernel's bits, on threads
 std::unique_ptr<Kernel> make_embedding_grad_kernel(const Graph& graph, const Node& node);
 // softmax, log_softmax and their gradients
@@ -39,7 +41,8 @@ std::unique_ptr<Kernel> make_loss_kernel(const Graph& graph, const Node& node);
 // reduce_sum, reduce_mean over consecutive axes (reduce_supported)
 bool reduce_supported(const Node& node);
 std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node);
-// transpose, slice, slice_grad (any dtype: exact copies)
+// reshape, transpose, concat, split, slice, slice_grad (any dtype: exact
+// copies) and fill
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node);
 // dropout, with the reference kernel's mask
 std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node);

@@ -1,7 +1,8 @@
-// Data movement: transpose, slice and slice_grad, as OpenMP loops of
-// contiguous copies. Exact copies, so the results equal the reference
-// kernels' bit for bit.
+// Data movement: reshape, transpose, concat, split, slice, slice_grad and
+// fill, as OpenMP loops of contiguous copies. Exact copies, so the results
+// equal the reference kernels' bit for bit.
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -105,9 +106,84 @@ class SliceKernel final : public Kernel {
   int64_t outer_ = 1, inner_ = 1, len_ = 1, start_ = 0, part_ = 0;
 };
 
+// y = x's bytes; nothing to do when the planner wrote y in place over x.
+class ReshapeKernel final : public Kernel {
+ public:
+  explicit ReshapeKernel(size_t bytes) : bytes_(bytes) {}
+  void run(const KernelArgs& args) override {
+    if (args.outputs[0] != args.inputs[0]) std::memcpy(args.outputs[0], args.inputs[0], bytes_);
+  }
+
+ private:
+  size_t bytes_;
+};
+
+// Around the axis, the joined tensor is (outer, len, inner) and piece k is
+// (outer, len_k, inner): concat gathers the pieces' blocks into each outer
+// row, split scatters them out.
+class ConcatKernel final : public Kernel {
+ public:
+  ConcatKernel(bool split, const Shape& joined, int64_t axis, std::vector<int64_t> lens, size_t element)
+      : split_(split), lens_(std::move(lens)) {
+    const auto a = static_cast<size_t>(axis);
+    outer_ = product(joined, 0, a);
+    const size_t inner = static_cast<size_t>(product(joined, a + 1, joined.size())) * element;
+    row_ = static_cast<size_t>(joined[a]) * inner;
+    for (int64_t len : lens_) {
+      offsets_.push_back(blocks_.empty() ? 0 : offsets_.back() + blocks_.back());
+      blocks_.push_back(static_cast<size_t>(len) * inner);
+    }
+  }
+
+  void run(const KernelArgs& args) override {
+    const auto pieces = static_cast<int64_t>(blocks_.size());
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int64_t o = 0; o < outer_; ++o) {
+      for (int64_t k = 0; k < pieces; ++k) {
+        const auto piece = static_cast<size_t>(k);
+        const size_t block = blocks_[piece];
+        char* joined = static_cast<char*>(split_ ? args.inputs[0] : args.outputs[0]) +
+                       static_cast<size_t>(o) * row_ + offsets_[piece];
+        char* part = static_cast<char*>(split_ ? args.outputs[piece] : args.inputs[piece]) +
+                     static_cast<size_t>(o) * block;
+        if (split_) {
+          std::memcpy(part, joined, block);
+        } else {
+          std::memcpy(joined, part, block);
+        }
+      }
+    }
+  }
+
+ private:
+  bool split_;
+  std::vector<int64_t> lens_;
+  int64_t outer_ = 1;
+  size_t row_ = 0;
+  std::vector<size_t> blocks_, offsets_;  // per piece: bytes per outer row, and where they start
+};
+
+class FillKernel final : public Kernel {
+ public:
+  FillKernel(float value, int64_t count) : value_(value), count_(count) {}
+  void run(const KernelArgs& args) override {
+    auto* y = static_cast<float*>(args.outputs[0]);
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < count_; ++i) y[i] = value_;
+  }
+
+ private:
+  float value_;
+  int64_t count_;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node) {
+  if (node.op == OpKind::fill) {
+    return std::make_unique<FillKernel>(std::get<FillAttrs>(node.attrs).value,
+                                        graph.value(node.outputs[0]).elements());
+  }
   const size_t element = dtype_size(graph.value(node.inputs[0]).type.dtype);
   switch (node.op) {
     case OpKind::transpose:
@@ -119,6 +195,20 @@ std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node) 
     case OpKind::slice_grad:
       return std::make_unique<SliceKernel>(true, output_shape(graph, node, 0),
                                            std::get<SliceAttrs>(node.attrs), element);
+    case OpKind::reshape:
+      return std::make_unique<ReshapeKernel>(graph.value(node.outputs[0]).bytes());
+    case OpKind::concat:
+    case OpKind::split: {
+      const bool split = node.op == OpKind::split;
+      const int64_t axis = split ? std::get<SplitAttrs>(node.attrs).axis
+                                 : std::get<AxisAttrs>(node.attrs).axis;
+      std::vector<int64_t> lens;
+      for (ValueId piece : split ? node.outputs : node.inputs) {
+        lens.push_back(graph.value(piece).type.shape[static_cast<size_t>(axis)]);
+      }
+      const Shape& joined = split ? input_shape(graph, node, 0) : output_shape(graph, node, 0);
+      return std::make_unique<ConcatKernel>(split, joined, axis, std::move(lens), element);
+    }
     default:
       MEMFIT_CHECK(false);
       return nullptr;
