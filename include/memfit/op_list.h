@@ -5,7 +5,7 @@
 #pragma once
 
 #define MEMFIT_OPS(MEMFIT_OP)                                \
-  MEMFIT_OP(matmul, MatmulAttrs, 2, 2)                       \
+  MEMFIT_OP(matmul, MatmulAttrs, 2, 3)                       \
   MEMFIT_OP(linear, NoAttrs, 2, 3)                           \
   MEMFIT_OP(conv2d, Conv2dAttrs, 2, 3)                       \
   MEMFIT_OP(conv2d_grad_input, Conv2dGradAttrs, 2, 2)        \

@@ -31,6 +31,7 @@ struct StepSpec {
   // (resolve_techniques).
   std::optional<Policy> policy;
   bool share = true;  // false: every value and workspace in a slice of its own (policy none)
+  bool fuse = true;   // matmuls add into the gradient sums they feed (fuse_gradient_sums)
   std::optional<Recompute> recompute;  // nullopt: none, or the policy's default (budget)
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
   std::optional<Swap> swap;  // nullopt: none, or the policy's default (budget)

@@ -39,11 +39,17 @@ Result<MatmulDims> matmul_dims(const Types& in, const MatmulAttrs& attrs) {
   return dims;
 }
 
+// matmul(a, b[, c]): op(a) op(b), plus c when given (a gradient sum that the
+// product adds into: fuse_gradient_sums, src/passes/fuse_gradient_sums.h).
 Result<Types> infer_matmul(const Types& in, const Attrs& attrs) {
   MEMFIT_ASSIGN_OR_RETURN(MatmulDims d, matmul_dims(in, std::get<MatmulAttrs>(attrs)));
   Shape out = d.batch;
   out.push_back(d.m);
   out.push_back(d.n);
+  if (in.size() == 3 && in[2] != ops::f32(out)) {
+    return Status::error("the added c " + shape_string(in[2].shape) + " should be f32 " +
+                         shape_string(out) + ", the product's shape");
+  }
   return Types{ops::f32(out)};
 }
 
@@ -83,6 +89,7 @@ Status grad_matmul(GradContext& ctx) {
     MEMFIT_ASSIGN_OR_RETURN(db, ctx.emit(OpKind::matmul, {dc, a}, MatmulAttrs{true, true}));
   }
   MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[1], ctx.unbroadcast(db, ctx.shape(b)));
+  if (ctx.node.inputs.size() == 3) ctx.input_grads[2] = dc;  // d(c + p)/dc = 1
   return Status::ok();
 }
 
@@ -109,6 +116,11 @@ std::vector<OpExample> matmul_examples() {
     const Shape b = tb ? Shape{6, 5} : Shape{5, 6};
     out.push_back(ops::example({ops::f32({2, 3, 4, 5}), ops::f32(b)}, MatmulAttrs{false, tb}));
   }
+  // Adding into c, as a weight gradient's sum does (dy^T x + c).
+  out.push_back(ops::example({ops::f32({6, 4}), ops::f32({6, 3}), ops::f32({4, 3})},
+                             MatmulAttrs{true, false}));
+  out.push_back(ops::example({ops::f32({2, 3, 4}), ops::f32({2, 4, 5}), ops::f32({2, 3, 5})},
+                             MatmulAttrs{}));
   return out;
 }
 
@@ -156,6 +168,7 @@ void register_linear_ops(OpTableBuilder& table) {
   matmul.grad = grad_matmul;
   matmul.cost = cost_matmul;
   matmul.examples = matmul_examples;
+  matmul.inplace = {{2, 0}};  // each element of c is read once, before its output is written
   table.add(matmul);
 
   OpInfo linear;

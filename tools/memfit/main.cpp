@@ -117,6 +117,10 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
             "programming over the chain of blocks: the least predicted recompute time that fits "
             "--budget, or sqrt's arena) or milp (an integer program solved by CBC, for small "
             "graphs of any shape); default none");
+  cmd->add_flag_callback(
+      "--no-fuse", [&spec] { spec.fuse = false; },
+      "keep every gradient contribution's matmul and its add apart (fusion adds the product "
+      "into the running sum)");
   cmd->add_flag("--mirror", spec.mirror,
                 "also recompute the outputs of cheap ops (activations, batch norm, dropout, "
                 "scale, add, mul, reshape, transpose) for each backward reader; with any "

@@ -1,5 +1,10 @@
 // matmul and linear on oneDNN's matmul primitive. Transposed operands are
-// read in place through strided descriptors, never copied.
+// read in place through strided descriptors, never copied. A matmul with a
+// third input c adds the product into it with a sum post-op: y holds c first
+// (it is c when the planner wrote y in place), then y += product. oneDNN may
+// add c to partial sums over blocks of K, so the result agrees with a matmul
+// followed by an add within float rounding, not always bit for bit.
+#include <cstring>
 #include <utility>
 #include <variant>
 
@@ -32,15 +37,38 @@ memory::desc matrix_md(const Shape& stored, bool transposed, size_t rank) {
   return memory::desc(to_dims(dims), memory::data_type::f32, strides);
 }
 
-// a (..., M, K), b (..., K, N) or (K, N), each possibly stored transposed -> y (..., M, N).
+// y = c, then the primitives (which add into y).
+class AddIntoKernel final : public PrimitiveKernel {
+ public:
+  explicit AddIntoKernel(size_t bytes) : bytes_(bytes) {}
+  void run(const KernelArgs& args) override {
+    if (args.outputs[0] != args.inputs[2]) std::memcpy(args.outputs[0], args.inputs[2], bytes_);
+    PrimitiveKernel::run(args);
+  }
+
+ private:
+  size_t bytes_;
+};
+
+// a (..., M, K), b (..., K, N) or (K, N), each possibly stored transposed
+// [, c like y] -> y (..., M, N) [+ c].
 std::unique_ptr<Kernel> matmul_kernel(const Graph& graph, const Node& node) {
   const auto& attrs = std::get<MatmulAttrs>(node.attrs);
   const Shape& y_shape = output_shape(graph, node, 0);
   const memory::desc a = matrix_md(input_shape(graph, node, 0), attrs.trans_a, y_shape.size());
   const memory::desc b = matrix_md(input_shape(graph, node, 1), attrs.trans_b, y_shape.size());
   const memory::desc y = plain_md(y_shape);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), kernel_attr(), engine());
-  auto kernel = std::make_unique<PrimitiveKernel>();
+  const bool add_into = node.inputs.size() == 3;
+  dnnl::primitive_attr attr = kernel_attr();
+  if (add_into) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attr.set_post_ops(sum);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), attr, engine());
+  std::unique_ptr<PrimitiveKernel> kernel =
+      add_into ? std::make_unique<AddIntoKernel>(graph.value(node.outputs[0]).bytes())
+               : std::make_unique<PrimitiveKernel>();
   kernel->add(pd, {input_arg(DNNL_ARG_SRC, 0, a), input_arg(DNNL_ARG_WEIGHTS, 1, b),
                    output_arg(DNNL_ARG_DST, 0, y)});
   return kernel;

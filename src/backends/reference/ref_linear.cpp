@@ -20,7 +20,10 @@ void ref_matmul(const RefCall& call) {
   const int64_t b_batch_stride = b_shape.size() == 2 ? 0 : k * n;
   const float* a = call.in_f32(0);  // (batch, M, K), or (batch, K, M) when trans_a
   const float* b = call.in_f32(1);  // (batch or 1, K, N), or (batch or 1, N, K) when trans_b
-  float* y = call.out_f32(0);       // (batch, M, N)
+  float* y = call.out_f32(0);       // (batch, M, N); may be c
+  // With c, the product rounded to float plus c, rounded again: the bits of a
+  // matmul followed by an add.
+  const float* c = call.in.size() == 3 ? call.in_f32(2) : nullptr;
   for (int64_t t = 0; t < batch; ++t) {
     const float* a_t = a + t * m * k;
     const float* b_t = b + t * b_batch_stride;
@@ -32,7 +35,9 @@ void ref_matmul(const RefCall& call) {
           const double b_pj = attrs.trans_b ? b_t[j * k + p] : b_t[p * n + j];
           sum += a_ip * b_pj;
         }
-        y[(t * m + i) * n + j] = static_cast<float>(sum);
+        const int64_t at = (t * m + i) * n + j;
+        y[at] = c ? static_cast<float>(static_cast<double>(static_cast<float>(sum)) + c[at])
+                  : static_cast<float>(sum);
       }
     }
   }
