@@ -224,6 +224,12 @@ void check_case(const OpCase& c) {
         static_cast<size_t>(pair.output) >= node.outputs.size()) {
       continue;
     }
+    // The planner writes in place only over an input of the output's type
+    // (not over a broadcast operand).
+    if (graph.value(node.inputs[static_cast<size_t>(pair.input)]).type !=
+        graph.value(node.outputs[static_cast<size_t>(pair.output)]).type) {
+      continue;
+    }
     const auto in_place = run_kernel(kernel, graph, node, first_values, &pair);
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       expect_close(in_place->results[o], want_first->results[o], kTolerance,
@@ -589,15 +595,14 @@ TEST(CpuBackend, OpTableExamples) {
 TEST(CpuBackend, DelegatesOtherOpsToReference) {
   const auto cpu = make_cpu_backend();
   EXPECT_EQ(cpu->name(), "cpu");
-  const OneNode built = build({OpKind::add, {{3, 4}, {4}}, NoAttrs{}, {}});
+  const OneNode built = build({OpKind::broadcast_to, {{4}}, ShapeAttrs{{3, 4}}, {}});
   const Node& node = built.graph.node(built.node);
   EXPECT_FALSE(cpu->supports(built.graph, node));
   auto kernel = cpu->make_kernel(built.graph, built.node);
   ASSERT_TRUE(kernel.is_ok()) << kernel.message();
-  const std::vector<std::vector<float>> values = {make_input(12, Fill::normal, 5),
-                                                  make_input(4, Fill::normal, 6)};
+  const std::vector<std::vector<float>> values = {make_input(4, Fill::normal, 6)};
   const auto run = run_kernel(**kernel, built.graph, node, values);
-  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(run->results[0][i], values[0][i] + values[1][i % 4]);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(run->results[0][i], values[0][i % 4]);
 }
 
 }  // namespace
@@ -619,10 +624,16 @@ TEST(CpuBackend, KernelsEqualReferenceBitForBit) {
       {OpKind::concat, {{40, 3, 5}, {40, 7, 5}, {40, 1, 5}}, AxisAttrs{1}, {}},
       {OpKind::split, {{40, 11, 5}}, SplitAttrs{1, {3, 7, 1}}, {}},
       {OpKind::reshape, {{40, 11, 5}}, ShapeAttrs{{440, 5}}, {}},
+      {OpKind::add, {{64, 3, 100}, {100}}, NoAttrs{}, {}},
+      {OpKind::sub, {{64, 1, 100}, {7, 1}}, NoAttrs{}, {}},
+      {OpKind::mul, {{5, 1}, {3, 5, 64}}, NoAttrs{}, {}},
+      {OpKind::causal_mask, {{4, 64, 64}}, CausalMaskAttrs{-1e9f, 2}, {}},
       {OpKind::slice_grad, {{6, 23, 9}}, SliceAttrs{1, 7, 30, {6, 40, 9}}, {}},
       {OpKind::reduce_sum, {{700, 1000}}, ReduceAttrs{{0}, false}, {}},
       {OpKind::reduce_sum, {{3, 50, 40, 7}}, ReduceAttrs{{1, 2}, true}, {}},
       {OpKind::reduce_mean, {{8, 33, 300}}, ReduceAttrs{{2}, false}, {}},
+      {OpKind::reduce_sum, {{3, 20, 4, 5, 6}}, ReduceAttrs{{0, 2, 3, 4}, false}, {}},
+      {OpKind::reduce_mean, {{7, 6, 5, 4}}, ReduceAttrs{{1, 3}, true}, {}},
       {OpKind::sgd_update, {{50000}, {50000}, {50000}}, SgdAttrs{0.1f, 0.9f, 1e-4f}, {}},
       {OpKind::sgd_update, {{50000}, {50000}}, SgdAttrs{0.1f, 0.0f, 0.0f}, {}},
       {OpKind::adamw_update, {{50000}, {50000}, {50000}, {50000}}, AdamWAttrs{},

@@ -1,5 +1,5 @@
 // The CPU backend: oneDNN kernels for the compute-heavy ops; OpenMP loops for
-// same-shape add, sub and mul, embedding and its gradient, max pooling, the
+// add, sub and mul, embedding and its gradient, causal_mask, max pooling, the
 // cross-entropy, reductions, data movement (reshape, transpose, concat,
 // split, slice), fill, dropout and the optimizer updates; the reference
 // kernels for the rest. All kernels are created when a graph is compiled.
@@ -91,6 +91,8 @@ KernelFactory cpu_factory(OpKind op) {
       return cpu::make_shape_kernel;
     case OpKind::dropout:
       return cpu::make_dropout_kernel;
+    case OpKind::causal_mask:
+      return cpu::make_causal_mask_kernel;
     case OpKind::sgd_update:
     case OpKind::adamw_update:
       return cpu::make_optimizer_kernel;
@@ -116,7 +118,6 @@ class CpuBackend final : public Backend {
   bool supports(const Graph& graph, const Node& node) const override {
     const KernelFactory factory = cpu_factory(node.op);
     if (factory == nullptr || !cpu::conv_supported(node)) return false;
-    if (factory == cpu::make_binary_kernel && !cpu::binary_supported(graph, node)) return false;
     if (factory == cpu::make_reduce_kernel && !cpu::reduce_supported(node)) return false;
     if (factory == cpu::make_shape_kernel) return true;
     for (size_t i = 0; i < node.inputs.size(); ++i) {

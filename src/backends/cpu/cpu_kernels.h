@@ -26,10 +26,11 @@ std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node);
 std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node);
 // relu, gelu, tanh, sigmoid, their gradients, scale
 std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node);
-// add, sub, mul when both inputs have the output's shape (binary_supported);
-// plain OpenMP loops, not oneDNN (src/backends/cpu/cpu_binary.cpp says why)
-bool binary_supported(const Graph& graph, const Node& node);
+// add, sub, mul, broadcasting or not; plain OpenMP loops, not oneDNN
+// (src/backends/cpu/cpu_binary.cpp says why)
 std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node);
+// causal_mask
+std::unique_ptr<Kernel> make_causal_mask_kernel(const Graph& graph, const Node& node);
 // embedding (its ids are i32): rows copied on threads
 std::unique_ptr<Kernel> make_embedding_kernel(const Graph& graph, const Node& node);
 // embedding_grad (its ids are i32); the reference kernel's bits, on threads
@@ -38,7 +39,7 @@ std::unique_ptr<Kernel> make_embedding_grad_kernel(const Graph& graph, const Nod
 std::unique_ptr<Kernel> make_softmax_kernel(const Graph& graph, const Node& node);
 // softmax_cross_entropy and its gradient (their labels are i32)
 std::unique_ptr<Kernel> make_loss_kernel(const Graph& graph, const Node& node);
-// reduce_sum, reduce_mean over consecutive axes (reduce_supported)
+// reduce_sum, reduce_mean over one or more axes (reduce_supported)
 bool reduce_supported(const Node& node);
 std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node);
 // reshape, transpose, concat, split, slice, slice_grad (any dtype: exact
