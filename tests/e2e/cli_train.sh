@@ -18,6 +18,7 @@ grep -q "epoch 2 done" <<<"$log"
 # --trace: a Chrome trace of the last step.
 log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 64 --profile --trace "$dir/step.json")
 echo "$log"
+grep -Eq "^model lenet: [0-9]+ nodes per step; kernels: cpu [0-9]+, reference 0$" <<<"$log"
 grep -Eq "^profile: [0-9.]+ s per step \(mean of 3 steps\)$" <<<"$log"
 grep -Eq "^  backward +[0-9]+ +[0-9.]+ +[0-9.]+%$" <<<"$log"
 grep -Eq "^  conv2d_grad_weight +2 +[0-9.]+ +[0-9.]+%  cpu$" <<<"$log"
