@@ -6,6 +6,7 @@
 // rows' terms in row order (a planned workspace holds them), so it does not
 // depend on the thread count.
 #include <cmath>
+#include <memory>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dnnl_util.h"
@@ -36,12 +37,19 @@ int64_t checked_label(const int32_t* labels, int64_t r, int64_t classes) {
 class CrossEntropyKernel final : public Kernel {
  public:
   CrossEntropyKernel(int64_t rows, int64_t classes) : rows_(rows), classes_(classes) {}
-  size_t workspace_bytes() const override { return static_cast<size_t>(rows_) * sizeof(double); }
+  // One double per row, and room to align them (nothing promises an aligned workspace).
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(rows_) * sizeof(double) + alignof(double);
+  }
 
   void run(const KernelArgs& args) override {
     const auto* logits = static_cast<const float*>(args.inputs[0]);
     const auto* labels = static_cast<const int32_t*>(args.inputs[1]);
-    auto* terms = static_cast<double*>(args.workspace);
+    void* workspace = args.workspace;
+    size_t space = workspace_bytes();
+    auto* terms = static_cast<double*>(std::align(alignof(double), sizeof(double) * static_cast<size_t>(rows_),
+                                                  workspace, space));
+    MEMFIT_CHECK(terms != nullptr);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows_; ++r) {
       const float* row = logits + r * classes_;
