@@ -3,9 +3,12 @@
 // output aliasing an input wherever the table lists that in-place pair.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "ops/typed_graph.h"
+#include "passes/assign_layouts.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -49,6 +52,112 @@ TEST_P(OpBackendTest, CpuMatchesReference) {
       expect_close(expected[o], actual[o], 1e-4, 1e-5, what);
       EXPECT_EQ(actual[o], again[o]) << what;
     }
+  }
+}
+
+// The same examples in the cpu backend's blocked layout, wherever its kernel
+// takes one (assign_layouts: reorders in and out), in poison mode, so that a
+// kernel that leaves the padding of a blocked output unwritten (NaN) fails.
+class BlockedOpTest : public ::testing::TestWithParam<OpKind> {};
+
+// single_node_graph with every f32 input of rank 4 or 5 reordered into the
+// backend's blocked layout first, as if a blocked node had made it.
+Graph blocked_input_graph(OpKind op, const OpExample& example, Layout blocked) {
+  Graph graph;
+  std::vector<ValueId> inputs;
+  for (size_t i = 0; i < example.inputs.size(); ++i) {
+    const TensorType& type = example.inputs[i];
+    ValueId in = graph.add_input("in" + std::to_string(i), type, Role::input);
+    if (type.dtype == DType::f32 && (type.shape.size() == 4 || type.shape.size() == 5)) {
+      const NodeId reorder =
+          add_node(graph, OpKind::reorder, {in}, NoAttrs{}, "blocked" + std::to_string(i)).value();
+      in = graph.node(reorder).outputs[0];
+      graph.value(in).layout = blocked;
+    }
+    inputs.push_back(in);
+  }
+  const NodeId node = add_node(graph, op, inputs, example.attrs, "node").value();
+  for (ValueId out : graph.node(node).outputs) graph.mark_output(out);
+  return graph;
+}
+
+// Whether the node of `op` in `graph` reads or writes a blocked value.
+bool op_node_blocked(const Graph& graph, OpKind op) {
+  for (const Node& node : graph.nodes()) {
+    if (node.op != op) continue;
+    for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
+      for (ValueId v : *values) {
+        if (graph.value(v).layout != Layout::plain) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The example graphs of `op` in which the layout pass leaves its node with a
+// blocked operand, from plain inputs and from blocked ones, with their
+// example index.
+std::vector<std::pair<size_t, Graph>> blocked_examples(OpKind op, const Backend& cpu) {
+  std::vector<std::pair<size_t, Graph>> found;
+  const auto examples = op_info(op).examples();
+  for (size_t e = 0; e < examples.size(); ++e) {
+    for (const Graph& graph : {testing::single_node_graph(op, examples[e]),
+                               blocked_input_graph(op, examples[e], cpu.blocked_layout())}) {
+      Graph blocked = assign_layouts(graph, cpu).value();
+      if (op_node_blocked(blocked, op)) found.emplace_back(e, std::move(blocked));
+    }
+  }
+  return found;
+}
+
+std::vector<OpKind> ops_with_blocked_examples() {
+  const auto cpu = make_cpu_backend();
+  std::vector<OpKind> ops;
+  for (OpKind op : testing::all_ops()) {
+    if (!blocked_examples(op, *cpu).empty()) ops.push_back(op);
+  }
+  return ops;
+}
+
+TEST_P(BlockedOpTest, CpuMatchesReference) {
+  const OpKind op = GetParam();
+  const auto reference = make_reference_backend();
+  const auto cpu = make_cpu_backend();
+  ASSERT_NE(cpu->blocked_layout(), Layout::plain);
+  const auto examples = op_info(op).examples();
+  for (const auto& [e, blocked] : blocked_examples(op, *cpu)) {
+    const Graph graph = testing::single_node_graph(op, examples[e]);
+    for (const Node& node : blocked.nodes()) {
+      EXPECT_TRUE(cpu->supports(blocked, node)) << node.name;
+    }
+    const auto data = testing::example_inputs(examples[e], 31 + e);
+    const StepContext step{7, 11, 2};
+    auto ref_exe = Executable::compile(graph, *reference).value();
+    auto cpu_exe = Executable::compile(blocked, *cpu, ExecOptions{.poison = true}).value();
+    const auto expected = testing::run_outputs(*ref_exe, data, step);
+    const auto actual = testing::run_outputs(*cpu_exe, data, step);
+    const auto again = testing::run_outputs(*cpu_exe, data, step);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      const std::string what = std::string(op_name(op)) + " example " + std::to_string(e) +
+                               " output " + std::to_string(o) + " blocked";
+      expect_close(expected[o], actual[o], 1e-4, 1e-5, what);
+      EXPECT_EQ(actual[o], again[o]) << what;
+    }
+  }
+}
+
+// The ops whose kernels take blocked operands; a change that stops one of
+// them from being blocked shows here.
+TEST(BlockedOps, AreTheConvolutionNetworkOps) {
+  std::vector<std::string> names;
+  for (OpKind op : ops_with_blocked_examples()) names.emplace_back(op_name(op));
+  for (const char* op : {"conv2d", "conv2d_grad_input", "conv2d_grad_weight", "conv3d",
+                         "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm",
+                         "batch_norm_grad", "relu", "relu_grad", "add"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), op), names.end()) << op;
+  }
+  for (const char* op : {"linear", "softmax", "reshape", "concat", "dropout", "upsample"}) {
+    EXPECT_EQ(std::find(names.begin(), names.end(), op), names.end()) << op;
   }
 }
 
@@ -96,6 +205,8 @@ TEST_P(OpBackendTest, InPlacePairsAreSafe) {
 
 INSTANTIATE_TEST_SUITE_P(EveryOp, OpBackendTest, ::testing::ValuesIn(testing::all_ops()),
                          testing::op_test_name);
+INSTANTIATE_TEST_SUITE_P(BlockedLayouts, BlockedOpTest,
+                         ::testing::ValuesIn(ops_with_blocked_examples()), testing::op_test_name);
 
 }  // namespace
 }  // namespace memfit

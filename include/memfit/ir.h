@@ -96,6 +96,20 @@ struct TensorType {
   friend bool operator==(const TensorType&, const TensorType&) = default;
 };
 
+// The order of a value's elements in memory. plain: row-major. c8 and c16
+// (rank 4 and 5 only): dimension 1, the channels, is split into blocks of 8 or
+// 16 channels that are the innermost dimension, and padded with zeros to a
+// whole block: oneDNN's nChw8c, nCdhw16c, ... The cpu backend chooses them for
+// the values of convolution networks (src/passes/assign_layouts.h); every other
+// value, and every value a host reads or writes, is plain.
+enum class Layout : uint8_t { plain, c8, c16 };
+std::string_view layout_name(Layout layout);
+Result<Layout> layout_from_name(std::string_view name);
+// Channels per block: 1 for plain.
+int64_t layout_block(Layout layout);
+// The elements stored for `shape` in `layout`, padding included.
+int64_t stored_elements(const Shape& shape, Layout layout);
+
 int64_t num_elements(const Shape& shape);
 std::string shape_string(const Shape& shape);     // "[2,3]"
 std::string type_string(const TensorType& type);  // "f32[2,3]"
@@ -106,8 +120,12 @@ struct Value {
   Role role = Role::activation;
   NodeId producer;        // invalid for graph inputs
   int output_index = -1;  // which output of the producer
+  Layout layout = Layout::plain;
   int64_t elements() const { return num_elements(type.shape); }
-  size_t bytes() const { return static_cast<size_t>(elements()) * dtype_size(type.dtype); }
+  // The bytes the value occupies: its elements in its layout, padding included.
+  size_t bytes() const {
+    return static_cast<size_t>(stored_elements(type.shape, layout)) * dtype_size(type.dtype);
+  }
 };
 
 struct Node {
@@ -130,6 +148,8 @@ class Graph {
   ValueId add_input(std::string name, TensorType type, Role role);
   void mark_output(ValueId value) { outputs_.push_back(value); }
   void add_update(ValueId state, ValueId next) { updates_.push_back({state, next}); }
+  void set_outputs(std::vector<ValueId> outputs) { outputs_ = std::move(outputs); }
+  void set_updates(std::vector<StateUpdate> updates) { updates_ = std::move(updates); }
 
   const Value& value(ValueId id) const { return values_.at(id.idx()); }
   Value& value(ValueId id) { return values_.at(id.idx()); }

@@ -46,6 +46,7 @@
   MEMFIT_OP(mul, NoAttrs, 2, 2)                              \
   MEMFIT_OP(scale, ScaleAttrs, 1, 1)                         \
   MEMFIT_OP(reshape, ShapeAttrs, 1, 1)                       \
+  MEMFIT_OP(reorder, NoAttrs, 1, 1)                          \
   MEMFIT_OP(broadcast_to, ShapeAttrs, 1, 1)                  \
   MEMFIT_OP(transpose, PermAttrs, 1, 1)                      \
   MEMFIT_OP(concat, AxisAttrs, 1, -1)                        \

@@ -32,6 +32,9 @@ struct StepSpec {
   std::optional<Policy> policy;
   bool share = true;  // false: every value and workspace in a slice of its own (policy none)
   bool fuse = true;   // matmuls add into the gradient sums they feed (fuse_gradient_sums)
+  // The backend's blocked layout for convolution networks' values, with
+  // reorder nodes where they meet other ops (assign_layouts); false: all plain.
+  bool blocked_layouts = true;
   std::optional<Recompute> recompute;  // nullopt: none, or the policy's default (budget)
   bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
   std::optional<Swap> swap;  // nullopt: none, or the policy's default (budget)

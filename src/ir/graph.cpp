@@ -99,6 +99,47 @@ Attrs default_attrs(OpKind op) {
   return NoAttrs{};
 }
 
+std::string_view layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::plain:
+      return "plain";
+    case Layout::c8:
+      return "c8";
+    case Layout::c16:
+      return "c16";
+  }
+  MEMFIT_CHECK(false);
+  return "";
+}
+
+Result<Layout> layout_from_name(std::string_view name) {
+  for (Layout layout : {Layout::plain, Layout::c8, Layout::c16}) {
+    if (layout_name(layout) == name) return layout;
+  }
+  return Status::error("unknown layout '" + std::string(name) + "'; use plain, c8 or c16");
+}
+
+int64_t layout_block(Layout layout) {
+  switch (layout) {
+    case Layout::plain:
+      return 1;
+    case Layout::c8:
+      return 8;
+    case Layout::c16:
+      return 16;
+  }
+  MEMFIT_CHECK(false);
+  return 1;
+}
+
+int64_t stored_elements(const Shape& shape, Layout layout) {
+  const int64_t block = layout_block(layout);
+  if (block == 1 || shape.size() < 2) return num_elements(shape);
+  Shape padded = shape;
+  padded[1] = (shape[1] + block - 1) / block * block;
+  return num_elements(padded);
+}
+
 int64_t num_elements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;

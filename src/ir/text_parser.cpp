@@ -23,6 +23,7 @@ namespace {
 
 // Every DType and Role, to read them by name; keep in step with memfit/ir.h.
 constexpr DType kDTypes[] = {DType::f32, DType::i32};
+constexpr Layout kLayouts[] = {Layout::plain, Layout::c8, Layout::c16};
 constexpr Role kRoles[] = {Role::input, Role::label,      Role::parameter, Role::optimizer_state,
                            Role::state, Role::activation, Role::gradient,  Role::temporary};
 
@@ -465,7 +466,7 @@ class GraphParser {
     return id;
   }
 
-  // %name type role
+  // %name type[@layout] role
   Result<Value> definition(Cursor& cursor) {
     Value value;
     MEMFIT_ASSIGN_OR_RETURN(value.name, cursor.value_ref());
@@ -474,6 +475,9 @@ class GraphParser {
     Result<Shape> shape = parse_int_list(dims);
     if (!shape) return cursor.error("bad shape of %" + value.name + ": " + shape.message());
     value.type.shape = std::move(*shape);
+    if (cursor.consume("@")) {
+      MEMFIT_ASSIGN_OR_RETURN(value.layout, from_name(cursor, kLayouts, layout_name, "layout"));
+    }
     MEMFIT_ASSIGN_OR_RETURN(value.role, from_name(cursor, kRoles, role_name, "role"));
     return value;
   }

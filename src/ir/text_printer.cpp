@@ -7,6 +7,7 @@
 //   input %dw f32[3,4] gradient
 //   node fc = linear(%x, %w) -> %fc f32[8,3] activation
 //   node drop = dropout(%fc) {p=0.1 key=7} -> %drop f32[8,3] activation
+//   (a value in a blocked layout: f32[8,20,24,24]@c8)
 //   node sgd = sgd_update(%w, %dw) {lr=0.01 momentum=0 weight_decay=0} -> %w2 f32[3,4] parameter
 //   output %drop
 //   update %w <- %w2
@@ -189,6 +190,10 @@ class Printer {
     out_ += ' ';
     out_ += dtype_name(value.type.dtype);
     append_ints(out_, value.type.shape.data(), value.type.shape.data() + value.type.shape.size());
+    if (value.layout != Layout::plain) {
+      out_ += '@';
+      out_ += layout_name(value.layout);
+    }
     out_ += ' ';
     out_ += role_name(value.role);
   }

@@ -56,6 +56,19 @@ Status check_values(const Graph& graph) {
       }
       elements *= dim;
     }
+    if (value.layout != Layout::plain) {
+      const size_t rank = value.type.shape.size();
+      if ((rank != 4 && rank != 5) || value.type.dtype != DType::f32) {
+        return Status::error(label + " has layout " + std::string(layout_name(value.layout)) +
+                             ", which only f32 values of rank 4 or 5 may have: " +
+                             type_string(value.type));
+      }
+      if (!value.producer.valid()) {
+        return Status::error(label + " is a graph input in layout " +
+                             std::string(layout_name(value.layout)) +
+                             "; graph inputs are plain (a host writes them)");
+      }
+    }
     if (!value.producer.valid()) {
       if (value.output_index != -1) {
         return Status::error(label + " has no producer (a graph input) but output index " +
@@ -148,6 +161,10 @@ Status check_updates(const Graph& graph) {
                            ", which does not persist across steps (parameter, optimizer_state "
                            "and state do)");
     }
+    if (next.layout != Layout::plain) {
+      return Status::error(label + ": %" + next.name + " is in layout " +
+                           std::string(layout_name(next.layout)) + "; the next value of state is plain");
+    }
     if (next.type != state.type) {
       return Status::error(label + ": %" + next.name + " has type " + type_string(next.type) +
                            ", the state " + type_string(state.type));
@@ -175,6 +192,11 @@ Status verify_graph_structure(const Graph& graph) {
     const ValueId id = graph.outputs()[i];
     if (!in_range(graph, id)) {
       return Status::error("graph output " + std::to_string(i) + " is " + ref(graph, id));
+    }
+    if (graph.value(id).layout != Layout::plain) {
+      return Status::error("graph output " + ref(graph, id) + " is in layout " +
+                           std::string(layout_name(graph.value(id).layout)) +
+                           "; a host reads graph outputs, which are plain");
     }
   }
   return check_updates(graph);

@@ -87,7 +87,8 @@ Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const Plan
         // operand to the output's size, but an elementwise kernel would then
         // overwrite elements it still has to read.
         if (sizes.value_bytes[in.idx()] != sizes.value_bytes[out.idx()] ||
-            graph.value(in).type != graph.value(out).type) {
+            graph.value(in).type != graph.value(out).type ||
+            graph.value(in).layout != graph.value(out).layout) {
           continue;
         }
         if (std::count(node.inputs.begin(), node.inputs.end(), in) > 1) continue;

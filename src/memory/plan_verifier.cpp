@@ -363,10 +363,12 @@ Status ArenaReplay::check_in_place(int32_t step, const Node& node, int output,
   }
   const Value& in = graph_.value(input);
   const Value& out = graph_.value(value);
-  if (in.elements() != out.elements() || in.type.dtype != out.type.dtype) {
-    return Status::error(writes + ": in place needs the same element count and dtype, but the " +
-                         "input is " + type_string(in.type) + " and the output " +
-                         type_string(out.type));
+  if (in.elements() != out.elements() || in.type.dtype != out.type.dtype ||
+      in.layout != out.layout) {
+    return Status::error(writes + ": in place needs the same element count, dtype and layout, " +
+                         "but the input is " + type_string(in.type) + "@" +
+                         std::string(layout_name(in.layout)) + " and the output " +
+                         type_string(out.type) + "@" + std::string(layout_name(out.layout)));
   }
   return Status::ok();
 }

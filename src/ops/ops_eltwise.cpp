@@ -61,26 +61,32 @@ Status grad_dropout(GradContext& ctx) {
   return Status::ok();
 }
 
-std::vector<OpExample> unary_examples() { return {ops::example({ops::f32({3, 4})})}; }
+// Each family has an (N, C, H, W) example too, with channels that do not
+// fill a block, for the cpu backend's blocked layouts.
+std::vector<OpExample> unary_examples() {
+  return {ops::example({ops::f32({3, 4})}), ops::example({ops::f32({2, 3, 2, 2})})};
+}
 std::vector<OpExample> binary_same_examples() {
-  return {ops::example({ops::f32({3, 4}), ops::f32({3, 4})})};
+  return {ops::example({ops::f32({3, 4}), ops::f32({3, 4})}),
+          ops::example({ops::f32({2, 3, 2, 2}), ops::f32({2, 3, 2, 2})})};
 }
 // The second input of a *_grad(dy, y) example is an output of the activation;
 // any finite values exercise the kernel equally.
 std::vector<OpExample> broadcast_examples() {
   return {ops::example({ops::f32({2, 3, 4}), ops::f32({2, 3, 4})}),
+          ops::example({ops::f32({2, 3, 2, 2}), ops::f32({2, 3, 2, 2})}),
           ops::example({ops::f32({2, 3, 4}), ops::f32({4})}),
           ops::example({ops::f32({2, 1, 4}), ops::f32({3, 1})})};
 }
 std::vector<OpExample> relu_examples() {
-  OpExample ex = ops::example({ops::f32({3, 4})});
-  ex.init = {InputInit{InputInit::distinct}};
-  return {ex};
+  std::vector<OpExample> examples = unary_examples();
+  for (OpExample& ex : examples) ex.init = {InputInit{InputInit::distinct}};
+  return examples;
 }
 std::vector<OpExample> sigmoid_grad_examples() {
-  OpExample ex = ops::example({ops::f32({3, 4}), ops::f32({3, 4})});
-  ex.init = {InputInit{}, InputInit{InputInit::positive}};
-  return {ex};
+  std::vector<OpExample> examples = binary_same_examples();
+  for (OpExample& ex : examples) ex.init = {InputInit{}, InputInit{InputInit::positive}};
+  return examples;
 }
 
 OpInfo unary(OpKind op, GradFn grad, bool inplace) {

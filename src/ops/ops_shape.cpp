@@ -1,4 +1,4 @@
-// Data movement: reshape, broadcast_to, transpose, concat, slice, split, pad
+// Data movement: reshape, reorder, broadcast_to, transpose, concat, slice, split, pad
 // and their gradients.
 #include <algorithm>
 
@@ -192,6 +192,13 @@ Status grad_pad(GradContext& ctx) {
   return Status::ok();
 }
 
+// reorder: y = x, stored in y's layout (Value::layout), which may differ
+// from x's; the layout pass (src/passes/assign_layouts.h) inserts it.
+Status grad_reorder(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::reorder, {ctx.dout(0)}, NoAttrs{}));
+  return Status::ok();
+}
+
 Status grad_reshape(GradContext& ctx) {
   MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::reshape, {ctx.dout(0)},
                                                        ShapeAttrs{ctx.shape(ctx.in(0))}));
@@ -243,6 +250,15 @@ void register_shape_ops(OpTableBuilder& table) {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, ShapeAttrs{{6, 4}})};
   };
   table.add(reshape);
+
+  OpInfo reorder = ops::new_op(OpKind::reorder);
+  reorder.infer = ops::same_as_input;
+  reorder.grad = grad_reorder;
+  reorder.cheap_to_recompute = true;
+  reorder.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({2, 3, 2, 2})}, NoAttrs{})};
+  };
+  table.add(reorder);
 
   OpInfo broadcast = ops::new_op(OpKind::broadcast_to);
   broadcast.infer = infer_broadcast_to;

@@ -306,12 +306,14 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
     MEMFIT_ASSIGN_OR_RETURN(NodeId out, add_node(graph, OpKind::to_host, {x}, NoAttrs{},
                                                  value.name + ".to_host", value.role));
     const ValueId h = graph.node(out).outputs[0];
+    graph.value(h).layout = value.layout;  // the copies move x's bytes as they are
     MEMFIT_ASSIGN_OR_RETURN(NodeId wait, add_node(graph, OpKind::swap_wait, {x, h}, NoAttrs{},
                                                   value.name + ".swap_wait", value.role));
     for (const SwapIn& group : p.ins) {
       MEMFIT_ASSIGN_OR_RETURN(NodeId in, add_node(graph, OpKind::to_device, {h}, NoAttrs{},
                                                   value.name + ".to_device", value.role));
       const ValueId back = graph.node(in).outputs[0];
+      graph.value(back).layout = value.layout;
       for (int32_t r : group.readers) replace[static_cast<size_t>(r)].emplace_back(x, back);
       ins_at[static_cast<size_t>(group.at)].push_back(in);
       ++counted.swap_ins;

@@ -3,7 +3,8 @@
 namespace memfit {
 
 TensorLayout Backend::layout(const Graph& graph, ValueId value) const {
-  return TensorLayout{"plain", graph.value(value).bytes()};
+  const Value& v = graph.value(value);
+  return TensorLayout{std::string(layout_name(v.layout)), v.bytes()};
 }
 
 }  // namespace memfit

@@ -43,13 +43,35 @@ struct TensorLayout {
   size_t bytes = 0;
 };
 
+// Which operands of a node a backend's kernel takes in the backend's blocked
+// layout (src/passes/assign_layouts.h). Masks: bit i stands for input or
+// output i.
+struct BlockedOperands {
+  enum class Kind : uint8_t {
+    none,    // every input must be plain, and the outputs are
+    seed,    // `inputs` must be blocked, `either_inputs` may be blocked or plain,
+             // `outputs` are blocked
+    follow,  // when one of `inputs` is blocked, all of them must be and
+             // `outputs` are; otherwise all are plain
+  };
+  Kind kind = Kind::none;
+  uint32_t inputs = 0;
+  uint32_t either_inputs = 0;
+  uint32_t outputs = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual bool supports(const Graph& graph, const Node& node) const = 0;
-  // The layout of a value; the planner plans these bytes. Default: plain.
+  // The layout of a value; the planner plans these bytes: the value's
+  // Layout and its bytes, padding included.
   virtual TensorLayout layout(const Graph& graph, ValueId value) const;
+  // The channel-blocked layout the backend's kernels run fastest in (plain:
+  // none), and which operands of `node` its kernel takes in it.
+  virtual Layout blocked_layout() const { return Layout::plain; }
+  virtual BlockedOperands blocked_operands(const Graph&, const Node&) const { return {}; }
   virtual Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId node) const = 0;
   // What the kernels' choices (and so their workspaces and layouts) depend
   // on besides the graph: the instruction set and the thread count.

@@ -1,6 +1,7 @@
 #include "step/compile_step.h"
 
 #include "ops/typed_graph.h"
+#include "passes/assign_layouts.h"
 #include "passes/fuse_gradient_sums.h"
 #include "passes/recompute_policy.h"
 #include "runtime/backend_plan.h"
@@ -77,6 +78,9 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(spec.model, spec.accumulate,
                                                         spec.optimizer, mode, &step.model));
   if (spec.fuse) graph = fuse_gradient_sums(graph);
+  if (spec.blocked_layouts) {
+    MEMFIT_ASSIGN_OR_RETURN(graph, assign_layouts(graph, *step.backend, &step.layouts));
+  }
   for (const Value& v : graph.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) step.persistent.emplace_back(v.name, v.type.shape);
   }
@@ -97,6 +101,9 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
                                                         spec.optimizer, UpdateMode::accumulate,
                                                         nullptr));
     if (spec.fuse) acc = fuse_gradient_sums(acc);
+    if (spec.blocked_layouts) {
+      MEMFIT_ASSIGN_OR_RETURN(acc, assign_layouts(acc, *step.backend));
+    }
     MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
                             rewrite_step_graph(std::move(acc), t, spec.tflms, context));
     MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only, Executable::prepare(std::move(rewritten_acc.graph),

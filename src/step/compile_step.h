@@ -7,7 +7,8 @@
 // 3. Build the step graph: the model, its backward pass of the loss scaled by
 //    1/accumulate, the optimizer's nodes; with accumulate > 1, the
 //    micro-batch that applies the update (which holds all the other one
-//    holds and more); dead nodes removed; verified.
+//    holds and more); dead nodes removed; verified; gradient sums fused;
+//    the backend's blocked layouts with their reorder nodes (assign_layouts).
 // 4. Predicted node times, by the spec's cost model.
 // 5. Rewrite the step by its techniques under the budget: auto, or the
 //    recompute strategy and then the swap policy (src/passes).
@@ -25,6 +26,7 @@
 
 #include "autodiff/autodiff.h"
 #include "memfit/step.h"
+#include "passes/assign_layouts.h"
 #include "passes/auto_policy.h"
 #include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
@@ -55,6 +57,7 @@ struct CompiledStep {
   // accumulators, running statistics) with its shape, in the order the step
   // graph was built: the order of checkpoints.
   std::vector<std::pair<std::string, Shape>> persistent;
+  LayoutSummary layouts;    // what assign_layouts did to the step that applies the update
   RewrittenStep rewritten;  // the summaries of the step that applies the update (graph moved)
   NodeSeconds seconds;      // the cost model's node times
   double forward_seconds = 0;  // the forward nodes' predicted seconds before any rewrite

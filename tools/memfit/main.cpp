@@ -121,6 +121,11 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
       "--no-fuse", [&spec] { spec.fuse = false; },
       "keep every gradient contribution's matmul and its add apart (fusion adds the product "
       "into the running sum)");
+  cmd->add_flag_callback(
+      "--plain-layouts", [&spec] { spec.blocked_layouts = false; },
+      "keep every value in the plain row-major layout (by default the cpu backend keeps the "
+      "values of convolutions, batch norm and pooling in oneDNN's channel-blocked layout, with "
+      "reorder nodes where they meet other ops)");
   cmd->add_flag("--mirror", spec.mirror,
                 "also recompute the outputs of cheap ops (activations, batch norm, dropout, "
                 "scale, add, mul, reshape, transpose) for each backward reader; with any "

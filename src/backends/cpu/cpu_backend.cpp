@@ -81,6 +81,8 @@ KernelFactory cpu_factory(OpKind op) {
     case OpKind::reduce_sum:
     case OpKind::reduce_mean:
       return cpu::make_reduce_kernel;
+    case OpKind::reorder:
+      return cpu::make_reorder_kernel;
     case OpKind::reshape:
     case OpKind::transpose:
     case OpKind::concat:
@@ -118,6 +120,10 @@ class CpuBackend final : public Backend {
   bool supports(const Graph& graph, const Node& node) const override {
     const KernelFactory factory = cpu_factory(node.op);
     if (factory == nullptr || !cpu::conv_supported(node)) return false;
+    if (node.op != OpKind::reorder && touches_blocked(graph, node) &&
+        blocked_operands(graph, node).kind == BlockedOperands::Kind::none) {
+      return false;
+    }
     if (factory == cpu::make_reduce_kernel && !cpu::reduce_supported(node)) return false;
     if (factory == cpu::make_shape_kernel) return true;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -140,6 +146,73 @@ class CpuBackend final : public Backend {
       return Status::error("oneDNN rejected node '" + node.name + "' (" +
                            std::string(op_name(node.op)) + "): " + e.what() +
                            "; check its shapes and attributes");
+    }
+  }
+
+  Layout blocked_layout() const override { return blocked_; }
+
+  // The kernels that run in the blocked layout (src/passes/assign_layouts.h):
+  // oneDNN's convolutions, batch norm and pooling, and the loops of max
+  // pooling, are seeds; oneDNN's eltwise and the loops of add, sub and mul of
+  // same-shape operands follow their inputs.
+  BlockedOperands blocked_operands(const Graph& graph, const Node& node) const override {
+    using Kind = BlockedOperands::Kind;
+    auto volume = [&](size_t input) {
+      const size_t rank = graph.value(node.inputs[input]).type.shape.size();
+      return rank == 4 || rank == 5;
+    };
+    switch (node.op) {
+      case OpKind::conv2d:
+      case OpKind::conv3d:
+        return {Kind::seed, 0, 0b1, 0b1};  // x as it is (a plain image), y blocked
+      case OpKind::conv2d_grad_input:
+      case OpKind::conv3d_grad_input:
+        return {Kind::seed, 0b1, 0, 0b1};
+      case OpKind::conv2d_grad_weight:
+      case OpKind::conv3d_grad_weight:
+        // dy in x's layout (dw plain): oneDNN 2.6 has no fast kernel for a plain
+        // x (a first layer's image) with a blocked dy, only its reference loops.
+        if (graph.value(node.inputs[1]).layout == Layout::plain) return {};
+        return {Kind::seed, 0b11, 0, 0};
+      case OpKind::max_pool2d:
+      case OpKind::max_pool3d:
+      case OpKind::avg_pool2d:
+      case OpKind::avg_pool3d:
+      case OpKind::global_avg_pool:
+      case OpKind::avg_pool2d_grad:
+      case OpKind::avg_pool3d_grad:
+      case OpKind::global_avg_pool_grad:
+        return {Kind::seed, 0b1, 0, 0b1};
+      case OpKind::max_pool2d_grad:
+      case OpKind::max_pool3d_grad:
+        return {Kind::seed, 0b11, 0, 0b1};
+      case OpKind::batch_norm:
+      case OpKind::batch_norm_inference:
+        return volume(0) ? BlockedOperands{Kind::seed, 0b1, 0, 0b1} : BlockedOperands{};
+      case OpKind::batch_norm_grad:
+      case OpKind::batch_norm_inference_grad:
+        return volume(1) ? BlockedOperands{Kind::seed, 0b11, 0, 0b1} : BlockedOperands{};
+      case OpKind::relu:
+      case OpKind::gelu:
+      case OpKind::tanh:
+      case OpKind::sigmoid:
+      case OpKind::scale:
+        return {Kind::follow, 0b1, 0, 0b1};
+      case OpKind::relu_grad:
+      case OpKind::gelu_grad:
+      case OpKind::tanh_grad:
+      case OpKind::sigmoid_grad:
+        return {Kind::follow, 0b11, 0, 0b1};
+      case OpKind::add:
+      case OpKind::sub:
+      case OpKind::mul: {
+        const Shape& y = graph.value(node.outputs[0]).type.shape;
+        const bool same = graph.value(node.inputs[0]).type.shape == y &&
+                          graph.value(node.inputs[1]).type.shape == y;
+        return same ? BlockedOperands{Kind::follow, 0b11, 0, 0b1} : BlockedOperands{};
+      }
+      default:
+        return {};
     }
   }
 
@@ -171,7 +244,17 @@ class CpuBackend final : public Backend {
     }
   }
 
+  static bool touches_blocked(const Graph& graph, const Node& node) {
+    for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
+      for (ValueId v : *values) {
+        if (graph.value(v).layout != Layout::plain) return true;
+      }
+    }
+    return false;
+  }
+
   std::unique_ptr<Backend> reference_ = make_reference_backend();
+  Layout blocked_ = cpu::native_blocked_layout();
 };
 
 }  // namespace

@@ -131,10 +131,17 @@ class BroadcastBinaryKernel final : public Kernel {
 std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node) {
   const Shape& a = graph.value(node.inputs[0]).type.shape;
   const Shape& b = graph.value(node.inputs[1]).type.shape;
-  const Shape& y = graph.value(node.outputs[0]).type.shape;
+  const Value& out = graph.value(node.outputs[0]);
+  const Shape& y = out.type.shape;
   if (a == y && b == y) {
-    return std::make_unique<SameShapeBinaryKernel>(node.op, graph.value(node.outputs[0]).elements());
+    // Operands in one blocked layout are added element for element, padding
+    // included (zeros give zeros).
+    MEMFIT_CHECK(graph.value(node.inputs[0]).layout == out.layout &&
+                 graph.value(node.inputs[1]).layout == out.layout);
+    return std::make_unique<SameShapeBinaryKernel>(node.op,
+                                                   stored_elements(y, out.layout));
   }
+  MEMFIT_CHECK(out.layout == Layout::plain);
   return std::make_unique<BroadcastBinaryKernel>(node.op, a, b, y);
 }
 

@@ -49,6 +49,37 @@ memory::desc weights_md(const Shape& w, int64_t groups) {
   return plain_md(grouped);
 }
 
+// The weights descriptor a primitive is created with: the plain one while the
+// activations are plain (oneDNN's gemm-based convolution reads it as it is),
+// or "any" when they are blocked, so that oneDNN picks the blocked weights
+// format its fast kernels need (with plain weights they fall back to its
+// reference loops).
+memory::desc weights_choice(const memory::desc& plain, bool blocked) {
+  if (!blocked) return plain;
+  return memory::desc(plain.dims(), memory::data_type::f32, memory::format_tag::any);
+}
+
+// Whether an operand of `node` is in a blocked layout (only activations can be).
+bool any_blocked(const Graph& graph, const Node& node) {
+  for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
+    for (ValueId v : *values) {
+      if (graph.value(v).layout != Layout::plain) return true;
+    }
+  }
+  return false;
+}
+
+// Where a primitive reads weights (input `input`, plain) from: the input
+// itself when `chosen` is plain, else a copy in `chosen`'s format that a
+// reorder writes into the kernel's workspace first.
+ArgBuffer read_weights(PrimitiveKernel& kernel, const memory::desc& chosen,
+                       const memory::desc& plain, size_t input) {
+  if (chosen == plain) return input_arg(DNNL_ARG_WEIGHTS, input, plain);
+  const size_t offset = kernel.reserve(chosen.get_size());
+  kernel.add_reorder(input_arg(DNNL_ARG_FROM, input, plain), workspace_arg(DNNL_ARG_TO, offset, chosen));
+  return workspace_arg(DNNL_ARG_WEIGHTS, offset, chosen);
+}
+
 // The forward primitive descriptor; also the hint of the backward ones.
 // An empty `b` means no bias.
 dnnl::convolution_forward::primitive_desc forward_pd(const memory::desc& x, const memory::desc& w,
@@ -61,20 +92,23 @@ dnnl::convolution_forward::primitive_desc forward_pd(const memory::desc& x, cons
 }
 
 // x (N, C, S...), w (O, C/g, K...), optional b (O) -> y (N, O, OS...); A is
-// Conv2dAttrs or Conv3dAttrs, and S... two or three spatial dimensions.
+// Conv2dAttrs or Conv3dAttrs, and S... two or three spatial dimensions. x and
+// y in their values' layouts.
 template <class A>
 std::unique_ptr<Kernel> conv_kernel(const Graph& graph, const Node& node) {
   const ConvGeometry g = geometry(std::get<A>(node.attrs));
-  const memory::desc x = plain_md(input_shape(graph, node, 0));
+  const memory::desc x = input_md(graph, node, 0);
   const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
-  const memory::desc y = plain_md(output_shape(graph, node, 0));
+  const memory::desc y = output_md(graph, node, 0);
   const bool bias = node.inputs.size() == 3;
   const memory::desc b = bias ? plain_md(input_shape(graph, node, 2)) : memory::desc();
-  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_SRC, 0, x), input_arg(DNNL_ARG_WEIGHTS, 1, w),
+  const auto pd = forward_pd(x, weights_choice(w, any_blocked(graph, node)), b, y, g);
+  auto kernel = std::make_unique<PrimitiveKernel>();
+  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_SRC, 0, x),
+                                 read_weights(*kernel, pd.weights_desc(), w, 1),
                                  output_arg(DNNL_ARG_DST, 0, y)};
   if (bias) args.push_back(input_arg(DNNL_ARG_BIAS, 2, b));
-  auto kernel = std::make_unique<PrimitiveKernel>();
-  kernel->add(forward_pd(x, w, b, y, g), args);
+  kernel->add(pd, args);
   return kernel;
 }
 
@@ -82,37 +116,49 @@ std::unique_ptr<Kernel> conv_kernel(const Graph& graph, const Node& node) {
 template <class A>
 std::unique_ptr<Kernel> conv_grad_input_kernel(const Graph& graph, const Node& node) {
   const ConvGeometry g = geometry(std::get<A>(node.attrs));
-  const memory::desc dy = plain_md(input_shape(graph, node, 0));
+  const memory::desc dy = input_md(graph, node, 0);
   const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
-  const memory::desc dx = plain_md(output_shape(graph, node, 0));
-  const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, dx, w, dy,
+  const memory::desc dx = output_md(graph, node, 0);
+  const memory::desc w_choice = weights_choice(w, any_blocked(graph, node));
+  const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, dx, w_choice, dy,
                                                    g.strides, g.dilates, g.padding_l, g.padding_r);
   const dnnl::convolution_backward_data::primitive_desc pd(
-      desc, kernel_attr(), engine(), forward_pd(dx, w, memory::desc(), dy, g));
+      desc, kernel_attr(), engine(), forward_pd(dx, w_choice, memory::desc(), dy, g));
   auto kernel = std::make_unique<PrimitiveKernel>();
-  kernel->add(pd, {input_arg(DNNL_ARG_DIFF_DST, 0, dy), input_arg(DNNL_ARG_WEIGHTS, 1, w),
+  kernel->add(pd, {input_arg(DNNL_ARG_DIFF_DST, 0, dy), read_weights(*kernel, pd.weights_desc(), w, 1),
                    output_arg(DNNL_ARG_DIFF_SRC, 0, dx)});
   return kernel;
 }
 
-// dy (N, O, OS...), x (N, C, S...) -> dw (O, C/g, K...), and db (O) when attrs.bias.
+// dy (N, O, OS...), x (N, C, S...) -> dw (O, C/g, K...), and db (O) when
+// attrs.bias. Weights in a blocked format are written into the workspace and
+// reordered into dw.
 template <class A>
 std::unique_ptr<Kernel> conv_grad_weight_kernel(const Graph& graph, const Node& node) {
   const auto& attrs = std::get<A>(node.attrs);
   const ConvGeometry g = geometry(attrs);
-  const memory::desc dy = plain_md(input_shape(graph, node, 0));
-  const memory::desc x = plain_md(input_shape(graph, node, 1));
+  const memory::desc dy = input_md(graph, node, 0);
+  const memory::desc x = input_md(graph, node, 1);
   const memory::desc dw = weights_md(output_shape(graph, node, 0), g.groups);
   const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
-  const dnnl::convolution_backward_weights::desc desc(
-      algorithm::convolution_direct, x, dw, db, dy, g.strides, g.dilates, g.padding_l, g.padding_r);
+  const memory::desc dw_choice = weights_choice(dw, any_blocked(graph, node));
+  const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw_choice,
+                                                      db, dy, g.strides, g.dilates, g.padding_l,
+                                                      g.padding_r);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
-                                                              forward_pd(x, dw, db, dy, g));
-  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_DIFF_DST, 0, dy), input_arg(DNNL_ARG_SRC, 1, x),
-                                 output_arg(DNNL_ARG_DIFF_WEIGHTS, 0, dw)};
-  if (attrs.bias) args.push_back(output_arg(DNNL_ARG_DIFF_BIAS, 1, db));
+                                                              forward_pd(x, dw_choice, db, dy, g));
   auto kernel = std::make_unique<PrimitiveKernel>();
+  const memory::desc chosen = pd.diff_weights_desc();
+  const bool reordered = chosen != dw;
+  const size_t offset = reordered ? kernel->reserve(chosen.get_size()) : 0;
+  std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_DIFF_DST, 0, dy), input_arg(DNNL_ARG_SRC, 1, x),
+                                 reordered ? workspace_arg(DNNL_ARG_DIFF_WEIGHTS, offset, chosen)
+                                           : output_arg(DNNL_ARG_DIFF_WEIGHTS, 0, dw)};
+  if (attrs.bias) args.push_back(output_arg(DNNL_ARG_DIFF_BIAS, 1, db));
   kernel->add(pd, args);
+  if (reordered) {
+    kernel->add_reorder(workspace_arg(DNNL_ARG_FROM, offset, chosen), output_arg(DNNL_ARG_TO, 0, dw));
+  }
   return kernel;
 }
 

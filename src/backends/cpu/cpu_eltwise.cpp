@@ -1,5 +1,5 @@
 // Activations, their gradients and scale on oneDNN eltwise primitives. All are
-// elementwise, so every tensor is seen as one flat vector. oneDNN eltwise runs
+// elementwise, so every plain tensor is seen as one flat vector. oneDNN eltwise runs
 // in place, which docs/ops.md allows for all of these but gelu.
 #include <variant>
 
@@ -13,8 +13,14 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 
-memory::desc flat_md(const Graph& graph, const Node& node) {
-  return plain_md({graph.value(node.outputs[0]).elements()});
+// Plain tensors are seen as one flat vector; blocked ones (every operand of
+// the node alike) keep their layout, so that oneDNN leaves the padding zero
+// (sigmoid(0) is not).
+memory::desc eltwise_md(const Graph& graph, const Node& node) {
+  const Value& y = graph.value(node.outputs[0]);
+  for (ValueId in : node.inputs) MEMFIT_CHECK(graph.value(in).layout == y.layout);
+  if (y.layout == Layout::plain) return plain_md({y.elements()});
+  return value_md(graph, node.outputs[0]);
 }
 
 // x -> y = f(x), with alpha the parameter of `alg` (the factor of scale).
@@ -42,7 +48,7 @@ std::unique_ptr<Kernel> backward_kernel(const memory::desc& md, algorithm alg, i
 }  // namespace
 
 std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node) {
-  const memory::desc md = flat_md(graph, node);
+  const memory::desc md = eltwise_md(graph, node);
   switch (node.op) {
     case OpKind::relu:
       return forward_kernel(md, algorithm::eltwise_relu, 0);

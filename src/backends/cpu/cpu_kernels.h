@@ -16,7 +16,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
 bool conv_supported(const Node& node);
 // avg_pool2d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
-// max_pool2d, max_pool3d and their gradients on plain layouts (OpenMP loops)
+// max_pool2d, max_pool3d and their gradients, plain or blocked (OpenMP loops)
 std::unique_ptr<Kernel> make_max_pool_kernel(const Graph& graph, const Node& node);
 // upsample, upsample_grad
 std::unique_ptr<Kernel> make_resample_kernel(const Graph& graph, const Node& node);
@@ -45,6 +45,8 @@ std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node)
 // reshape, transpose, concat, split, slice, slice_grad (any dtype: exact
 // copies) and fill
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node);
+// reorder between the plain and the channel-blocked layouts
+std::unique_ptr<Kernel> make_reorder_kernel(const Graph& graph, const Node& node);
 // dropout, with the reference kernel's mask
 std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node);
 // sgd_update, adamw_update, with the reference kernels' bits

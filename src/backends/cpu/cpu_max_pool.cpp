@@ -1,8 +1,11 @@
-// Max pooling (2-D and 3-D) and its gradient on plain (N, C, [D,] H, W)
-// tensors, as OpenMP loops over the N x C planes. oneDNN 2.6 pools plain
+// Max pooling (2-D and 3-D) and its gradient on (N, C, [D,] H, W) tensors,
+// plain or channel-blocked (c8, c16: channel c of image n lies at
+// ((n C' + c - c % b) S + s) b + c % b for spatial offset s, C' the channels
+// padded to a multiple of the block b), as OpenMP loops over the N x C'
+// planes; padding planes hold zeros and pool to zeros. oneDNN 2.6 pools plain
 // layouts with its generic implementation ("simple_nchw"), measured 20 to 30
-// times slower than these loops on the zoo's shapes; its fast kernels need a
-// blocked layout.
+// times slower than these loops on the zoo's shapes; these loops also keep the
+// reference's choice among equal maxima in either layout.
 //
 // The window of output (oz, oy, ox) starts at (oz, oy, ox) * stride - pad and
 // is clipped to the input; its maximum is the first one in row-major window
@@ -25,16 +28,26 @@ namespace {
 
 // 2-D pooling is the case D = OD = 1 with a window of depth 1.
 struct Windows {
-  int64_t planes = 0;                  // N C
+  int64_t planes = 0;                  // N C', C' the channels padded to a whole block
+  int64_t channels = 0;                // C'
+  int64_t block = 1;                   // channels per block: 1 for plain
   std::array<int64_t, 3> in{}, out{};  // (D, H, W) and (OD, OH, OW)
   std::array<int64_t, 3> kernel{}, stride{}, pad{};
 
   int64_t in_volume() const { return in[0] * in[1] * in[2]; }
   int64_t out_volume() const { return out[0] * out[1] * out[2]; }
+  // The offset of plane p's first element in a tensor of `volume` elements
+  // per plane; its elements are `block` apart.
+  int64_t plane_start(int64_t p, int64_t volume) const {
+    const int64_t n = p / channels, c = p % channels;
+    return ((n * channels + c - c % block) * volume) + c % block;
+  }
 
-  // Calls f(output offset, argmax offset) for every output of one volume.
+  // Calls f(output index, argmax index) for every output of one volume, both
+  // counted in elements of the plane (multiply by `block` for offsets).
   template <class F>
   void for_each_argmax(const float* volume, F&& f) const {
+    const int64_t b = block;
     int64_t o = 0;
     for (int64_t oz = 0; oz < out[0]; ++oz) {
       const int64_t z0 = oz * stride[0] - pad[0];
@@ -46,14 +59,14 @@ struct Windows {
           const int64_t x0 = ox * stride[2] - pad[2];
           const int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + kernel[2], in[2]);
           int64_t best = (z_begin * in[1] + y_begin) * in[2] + x_begin;
-          float best_value = volume[best];
+          float best_value = volume[best * b];
           for (int64_t z = z_begin; z < z_end; ++z) {
             for (int64_t y = y_begin; y < y_end; ++y) {
               const int64_t row = (z * in[1] + y) * in[2];
               for (int64_t x = x_begin; x < x_end; ++x) {
-                if (volume[row + x] > best_value) {
+                if (volume[(row + x) * b] > best_value) {
                   best = row + x;
-                  best_value = volume[best];
+                  best_value = volume[best * b];
                 }
               }
             }
@@ -66,10 +79,13 @@ struct Windows {
 };
 
 template <class A>
-Windows windows(const Shape& x, const Shape& y, const A& attrs) {
+Windows windows(const Shape& x, const Shape& y, Layout layout, const A& attrs) {
   constexpr size_t kSpatial = std::tuple_size_v<decltype(attrs.kernel)>;
   MEMFIT_CHECK(x.size() == kSpatial + 2 && y.size() == kSpatial + 2);
-  Windows w{x[0] * x[1], {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}};
+  const int64_t block = layout_block(layout);
+  const int64_t channels = (x[1] + block - 1) / block * block;
+  Windows w{x[0] * channels, channels, block, {1, 1, 1}, {1, 1, 1},
+            {1, 1, 1},       {1, 1, 1}, {0, 0, 0}};
   for (size_t i = 0; i < kSpatial; ++i) {
     const size_t d = 3 - kSpatial + i;
     w.in[d] = x[2 + i];
@@ -90,11 +106,12 @@ class MaxPoolKernel final : public Kernel {
     const auto* x = static_cast<const float*>(args.inputs[0]);
     auto* y = static_cast<float*>(args.outputs[0]);
     const int64_t in = w_.in_volume(), out = w_.out_volume();
+    const int64_t b = w_.block;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < w_.planes; ++p) {
-      const float* volume = x + p * in;
-      float* pooled = y + p * out;
-      w_.for_each_argmax(volume, [&](int64_t o, int64_t best) { pooled[o] = volume[best]; });
+      const float* volume = x + w_.plane_start(p, in);
+      float* pooled = y + w_.plane_start(p, out);
+      w_.for_each_argmax(volume, [&](int64_t o, int64_t best) { pooled[o * b] = volume[best * b]; });
     }
   }
 
@@ -112,12 +129,18 @@ class MaxPoolGradKernel final : public Kernel {
     const auto* x = static_cast<const float*>(args.inputs[1]);
     auto* dx = static_cast<float*>(args.outputs[0]);
     const int64_t in = w_.in_volume(), out = w_.out_volume();
+    const int64_t b = w_.block;
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < w_.planes; ++p) {
-      float* grad = dx + p * in;
-      const float* upstream = dy + p * out;
-      std::memset(grad, 0, static_cast<size_t>(in) * sizeof(float));
-      w_.for_each_argmax(x + p * in, [&](int64_t o, int64_t best) { grad[best] += upstream[o]; });
+      float* grad = dx + w_.plane_start(p, in);
+      const float* upstream = dy + w_.plane_start(p, out);
+      if (b == 1) {
+        std::memset(grad, 0, static_cast<size_t>(in) * sizeof(float));
+      } else {
+        for (int64_t i = 0; i < in; ++i) grad[i * b] = 0;
+      }
+      w_.for_each_argmax(x + w_.plane_start(p, in),
+                         [&](int64_t o, int64_t best) { grad[best * b] += upstream[o * b]; });
     }
   }
 
@@ -132,18 +155,22 @@ std::unique_ptr<Kernel> make_max_pool_kernel(const Graph& graph, const Node& nod
     case OpKind::max_pool2d:
       return std::make_unique<MaxPoolKernel>(windows(input_shape(graph, node, 0),
                                                      output_shape(graph, node, 0),
+                                                     graph.value(node.inputs[0]).layout,
                                                      std::get<Pool2dAttrs>(node.attrs)));
     case OpKind::max_pool3d:
       return std::make_unique<MaxPoolKernel>(windows(input_shape(graph, node, 0),
                                                      output_shape(graph, node, 0),
+                                                     graph.value(node.inputs[0]).layout,
                                                      std::get<Pool3dAttrs>(node.attrs)));
     case OpKind::max_pool2d_grad:
       return std::make_unique<MaxPoolGradKernel>(windows(input_shape(graph, node, 1),
                                                          input_shape(graph, node, 0),
+                                                         graph.value(node.inputs[1]).layout,
                                                          std::get<Pool2dAttrs>(node.attrs)));
     case OpKind::max_pool3d_grad:
       return std::make_unique<MaxPoolGradKernel>(windows(input_shape(graph, node, 1),
                                                          input_shape(graph, node, 0),
+                                                         graph.value(node.inputs[1]).layout,
                                                          std::get<Pool3dAttrs>(node.attrs)));
     default:
       MEMFIT_CHECK(false);

@@ -17,6 +17,14 @@ using dnnl::memory;
 const dnnl::normalization_flags kFlags =
     dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
 
+// The descriptor of input `i`, which every (N, C, ...) operand of a batch-norm
+// node shares: x, y, dy, dx are all in one layout.
+memory::desc same_layout_md(const Graph& graph, const Node& node, size_t i) {
+  const memory::desc x = input_md(graph, node, i);
+  MEMFIT_CHECK(input_md(graph, node, 0) == x && output_md(graph, node, 0) == x);
+  return x;
+}
+
 dnnl::batch_normalization_forward::primitive_desc forward_pd(const memory::desc& x, float eps) {
   const dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_training, x, eps,
                                                      kFlags);
@@ -27,11 +35,11 @@ dnnl::batch_normalization_forward::primitive_desc forward_pd(const memory::desc&
 // outputs y (like x), mean, var, new_running_mean, new_running_var (C).
 class BatchNormKernel final : public PrimitiveKernel {
  public:
-  BatchNormKernel(const Shape& x_shape, const BatchNormAttrs& attrs)
+  // x: x's and y's descriptor, in their layout.
+  BatchNormKernel(const Shape& x_shape, const memory::desc& x, const BatchNormAttrs& attrs)
       : channels_(x_shape[1]),
         momentum_(attrs.momentum),
         m_(static_cast<float>(num_elements(x_shape) / x_shape[1])) {
-    const memory::desc x = plain_md(x_shape);
     const memory::desc c = plain_md({channels_});
     add(forward_pd(x, attrs.eps),
         {input_arg(DNNL_ARG_SRC, 0, x), input_arg(DNNL_ARG_SCALE, 1, c),
@@ -66,7 +74,7 @@ class BatchNormKernel final : public PrimitiveKernel {
 std::unique_ptr<Kernel> batch_norm_grad_kernel(const Graph& graph, const Node& node) {
   const auto& attrs = std::get<BatchNormAttrs>(node.attrs);
   const Shape& x_shape = input_shape(graph, node, 1);
-  const memory::desc x = plain_md(x_shape);
+  const memory::desc x = same_layout_md(graph, node, 1);
   const memory::desc c = plain_md({x_shape[1]});
   const dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, x, x, attrs.eps,
                                                       kFlags);
@@ -97,7 +105,7 @@ dnnl::batch_normalization_forward::primitive_desc inference_pd(const memory::des
 std::unique_ptr<Kernel> batch_norm_inference_kernel(const Graph& graph, const Node& node) {
   const auto& attrs = std::get<BatchNormAttrs>(node.attrs);
   const Shape& x_shape = input_shape(graph, node, 0);
-  const memory::desc x = plain_md(x_shape);
+  const memory::desc x = same_layout_md(graph, node, 0);
   const memory::desc c = plain_md({x_shape[1]});
   auto kernel = std::make_unique<PrimitiveKernel>();
   kernel->add(inference_pd(x, attrs.eps),
@@ -112,7 +120,7 @@ std::unique_ptr<Kernel> batch_norm_inference_kernel(const Graph& graph, const No
 std::unique_ptr<Kernel> batch_norm_inference_grad_kernel(const Graph& graph, const Node& node) {
   const auto& attrs = std::get<BatchNormAttrs>(node.attrs);
   const Shape& x_shape = input_shape(graph, node, 1);
-  const memory::desc x = plain_md(x_shape);
+  const memory::desc x = same_layout_md(graph, node, 1);
   const memory::desc c = plain_md({x_shape[1]});
   const dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, x, x, attrs.eps,
                                                       kGlobalStatsFlags);
@@ -215,6 +223,7 @@ std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::batch_norm:
       return std::make_unique<BatchNormKernel>(input_shape(graph, node, 0),
+                                               same_layout_md(graph, node, 0),
                                                std::get<BatchNormAttrs>(node.attrs));
     case OpKind::batch_norm_grad:
       return batch_norm_grad_kernel(graph, node);

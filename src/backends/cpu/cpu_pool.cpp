@@ -46,11 +46,9 @@ dnnl::pooling_forward::primitive_desc forward_pd(dnnl::prop_kind prop, const mem
   return {desc, kernel_attr(), engine()};
 }
 
-// x (N, C, [D,] H, W) -> y (N, C, [OD,] OH, OW).
-std::unique_ptr<Kernel> forward_kernel(const Shape& x_shape, const Shape& y_shape,
+// x (N, C, [D,] H, W) -> y (N, C, [OD,] OH, OW), each in its value's layout.
+std::unique_ptr<Kernel> forward_kernel(const memory::desc& x, const memory::desc& y,
                                        const PoolGeometry& g) {
-  const memory::desc x = plain_md(x_shape);
-  const memory::desc y = plain_md(y_shape);
   auto kernel = std::make_unique<PrimitiveKernel>();
   kernel->add(forward_pd(dnnl::prop_kind::forward_inference, x, y, g),
               {input_arg(DNNL_ARG_SRC, 0, x), output_arg(DNNL_ARG_DST, 0, y)});
@@ -58,10 +56,8 @@ std::unique_ptr<Kernel> forward_kernel(const Shape& x_shape, const Shape& y_shap
 }
 
 // Average pooling: dy (N, C, [OD,] OH, OW) -> dx (N, C, [D,] H, W).
-std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& dx_shape,
+std::unique_ptr<Kernel> avg_backward_kernel(const memory::desc& dy, const memory::desc& dx,
                                             const PoolGeometry& g) {
-  const memory::desc dy = plain_md(dy_shape);
-  const memory::desc dx = plain_md(dx_shape);
   const dnnl::pooling_backward::desc desc(g.alg, dx, dy, g.strides, g.kernel, g.padding, g.padding);
   const dnnl::pooling_backward::primitive_desc pd(
       desc, kernel_attr(), engine(), forward_pd(dnnl::prop_kind::forward_training, dx, dy, g));
@@ -75,22 +71,22 @@ std::unique_ptr<Kernel> avg_backward_kernel(const Shape& dy_shape, const Shape& 
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::avg_pool2d:
-      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+      return forward_kernel(input_md(graph, node, 0), output_md(graph, node, 0),
                             geometry(std::get<Pool2dAttrs>(node.attrs)));
     case OpKind::avg_pool3d:
-      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+      return forward_kernel(input_md(graph, node, 0), output_md(graph, node, 0),
                             geometry(std::get<Pool3dAttrs>(node.attrs)));
     case OpKind::global_avg_pool:
-      return forward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+      return forward_kernel(input_md(graph, node, 0), output_md(graph, node, 0),
                             global_geometry(input_shape(graph, node, 0)));
     case OpKind::avg_pool2d_grad:
-      return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+      return avg_backward_kernel(input_md(graph, node, 0), output_md(graph, node, 0),
                                  geometry(std::get<Pool2dGradAttrs>(node.attrs)));
     case OpKind::avg_pool3d_grad:
-      return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+      return avg_backward_kernel(input_md(graph, node, 0), output_md(graph, node, 0),
                                  geometry(std::get<Pool3dGradAttrs>(node.attrs)));
     case OpKind::global_avg_pool_grad:
-      return avg_backward_kernel(input_shape(graph, node, 0), output_shape(graph, node, 0),
+      return avg_backward_kernel(input_md(graph, node, 0), output_md(graph, node, 0),
                                  global_geometry(output_shape(graph, node, 0)));
     default:
       MEMFIT_CHECK(false);

@@ -45,8 +45,48 @@ dnnl::memory::desc plain_md(const Shape& shape) {
   return dnnl::memory::desc(to_dims(dims), dnnl::memory::data_type::f32, strides);
 }
 
-void PrimitiveKernel::add(const dnnl::primitive_desc& pd, const std::vector<ArgBuffer>& args) {
-  Step step{dnnl::primitive(pd), {}, {}};
+dnnl::memory::desc layout_md(const Shape& shape, Layout layout) {
+  using tag = dnnl::memory::format_tag;
+  if (layout == Layout::plain) return plain_md(shape);
+  MEMFIT_CHECK(shape.size() == 4 || shape.size() == 5);
+  const bool volume = shape.size() == 5;
+  const tag blocked = layout == Layout::c8 ? (volume ? tag::nCdhw8c : tag::nChw8c)
+                                           : (volume ? tag::nCdhw16c : tag::nChw16c);
+  return dnnl::memory::desc(to_dims(shape), dnnl::memory::data_type::f32, blocked);
+}
+
+dnnl::memory::desc value_md(const Graph& graph, ValueId id) {
+  const Value& value = graph.value(id);
+  dnnl::memory::desc md = layout_md(value.type.shape, value.layout);
+  MEMFIT_CHECK(value.layout == Layout::plain || md.get_size() == value.bytes());
+  return md;
+}
+
+Layout native_blocked_layout() {
+  // A 3x3 convolution of 64 channels, its activations in the layout oneDNN
+  // chooses ("any"): nChw16c on AVX-512, nChw8c on AVX2.
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::dims x = {8, 64, 28, 28}, w = {64, 64, 3, 3};
+  const dnnl::memory::desc any_x(x, dnnl::memory::data_type::f32, tag::any);
+  const dnnl::memory::desc any_w(w, dnnl::memory::data_type::f32, tag::any);
+  const dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_x, any_w,
+      any_x, {1, 1}, {0, 0}, {1, 1}, {1, 1});
+  const dnnl::convolution_forward::primitive_desc pd(desc, kernel_attr(), engine());
+  for (Layout layout : {Layout::c16, Layout::c8}) {
+    if (pd.dst_desc() == layout_md({8, 64, 28, 28}, layout)) return layout;
+  }
+  return Layout::plain;
+}
+
+void PrimitiveKernel::add_reorder(const ArgBuffer& from, const ArgBuffer& to) {
+  const dnnl::reorder::primitive_desc pd(engine(), from.desc, engine(), to.desc, kernel_attr());
+  add(pd, {{DNNL_ARG_FROM, from.source, from.index, from.desc},
+           {DNNL_ARG_TO, to.source, to.index, to.desc}});
+}
+
+void PrimitiveKernel::add(const dnnl::primitive_desc_base& pd, const std::vector<ArgBuffer>& args) {
+  Step step{dnnl::primitive(pd.get()), {}, {}};
   std::vector<ArgBuffer> all = args;
   const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
   if (scratchpad.get_size() > 0) {

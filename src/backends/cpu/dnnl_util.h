@@ -32,9 +32,22 @@ inline const Shape& output_shape(const Graph& graph, const Node& node, size_t i)
   return graph.value(node.outputs[i]).type.shape;
 }
 
-// A dense row-major f32 descriptor of `shape`: the "plain" layout. Blocked
-// layouts (nChw16c) would plug in here, from the layout Backend::layout chose.
+// A dense row-major f32 descriptor of `shape`: the "plain" layout.
 dnnl::memory::desc plain_md(const Shape& shape);
+// The f32 descriptor of `shape` in `layout`: plain_md, or oneDNN's nChw8c,
+// nChw16c, nCdhw8c or nCdhw16c for the channel-blocked layouts.
+dnnl::memory::desc layout_md(const Shape& shape, Layout layout);
+// The descriptor of a value in its own layout; its size is the value's bytes.
+dnnl::memory::desc value_md(const Graph& graph, ValueId value);
+inline dnnl::memory::desc input_md(const Graph& graph, const Node& node, size_t i) {
+  return value_md(graph, node.inputs[i]);
+}
+inline dnnl::memory::desc output_md(const Graph& graph, const Node& node, size_t i) {
+  return value_md(graph, node.outputs[i]);
+}
+// The channel-blocked layout oneDNN picks for a convolution's activations on
+// this machine's instruction set (c8 with AVX2, c16 with AVX-512).
+Layout native_blocked_layout();
 
 // Where the buffer of a primitive argument is when the kernel runs.
 enum class BufferSource : uint8_t {
@@ -69,8 +82,10 @@ inline ArgBuffer workspace_arg(int arg, size_t offset, const dnnl::memory::desc&
 // primitives (they run one after the other, so they share it).
 class PrimitiveKernel : public Kernel {
  public:
-  // Appends a primitive made from `pd`; its scratchpad is bound here.
-  void add(const dnnl::primitive_desc& pd, const std::vector<ArgBuffer>& args);
+  // Appends a primitive made from `pd` (reorders too); its scratchpad is bound here.
+  void add(const dnnl::primitive_desc_base& pd, const std::vector<ArgBuffer>& args);
+  // Appends a reorder from `from` to `to` (DNNL_ARG_FROM, DNNL_ARG_TO).
+  void add_reorder(const ArgBuffer& from, const ArgBuffer& to);
   // Reserves `bytes` of the workspace; returns their offset.
   size_t reserve(size_t bytes);
 

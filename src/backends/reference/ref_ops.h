@@ -90,7 +90,7 @@ void ref_reduce_mean(const RefCall& call);
 void ref_fill(const RefCall& call);
 
 // ref_swap.cpp
-void ref_copy(const RefCall& call);       // to_host, to_device
+void ref_copy(const RefCall& call);       // to_host, to_device, reorder (plain to plain)
 void ref_swap_wait(const RefCall& call);  // nothing to compute: the executor waits
 
 // ref_optimizer.cpp

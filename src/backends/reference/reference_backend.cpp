@@ -8,6 +8,7 @@
 #include "backends/reference/ref_ops.h"
 #include "backends/reference/reference_kernels.h"
 #include "core/check.h"
+#include "ops/op_table.h"
 
 namespace memfit {
 
@@ -98,6 +99,8 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_dropout;
     case OpKind::reshape:
       return &ref_reshape;
+    case OpKind::reorder:  // plain to plain: the only layouts this backend reads
+      return &ref_copy;
     case OpKind::broadcast_to:
       return &ref_broadcast_to;
     case OpKind::transpose:
@@ -185,6 +188,17 @@ class ReferenceBackend final : public Backend {
 
   Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId id) const override {
     const Node& node = graph.node(id);
+    // Copy ops move bytes in any layout (the executor's copy engine runs them).
+    if (!op_info(node.op).copy) {
+      for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
+        for (ValueId v : *values) {
+          if (graph.value(v).layout == Layout::plain) continue;
+          return Status::error("the reference kernel of " + std::string(op_name(node.op)) +
+                               " reads plain layouts only, but %" + graph.value(v).name +
+                               " is in layout " + std::string(layout_name(graph.value(v).layout)));
+        }
+      }
+    }
     std::vector<TensorType> in;
     for (ValueId v : node.inputs) in.push_back(graph.value(v).type);
     std::vector<TensorType> out;

@@ -1,0 +1,47 @@
+// Blocked layouts: the backend's channel-blocked layout (oneDNN's nChw8c or
+// nChw16c, Layout::c8 or c16) for the values of convolution networks, with
+// explicit reorder nodes where a value crosses between layouts, so that the
+// planner and the verifier see every byte (padding included) and every copy.
+//
+// Input: a verified step graph (after autodiff and fusion, before recompute
+// and swap, which keep each value's layout). Every value plain.
+//
+// Algorithm, one pass over the nodes in order (Backend::blocked_operands):
+// 1. A seed node (convolution, batch norm, pooling and their gradients) gets
+//    its `inputs` in the blocked layout, through a reorder node where one is
+//    plain; its `either_inputs` stay as they are (a convolution reads a plain
+//    image as it is), and its `outputs` become blocked.
+// 2. A follow node (activations, their gradients, add of same-shape tensors)
+//    whose inputs include a blocked one gets them all blocked, and its
+//    outputs are blocked; otherwise it stays plain.
+// 3. Any other node reads a plain copy of every blocked input: one reorder
+//    node per value and layout, shared by all readers that need it.
+// 4. Graph outputs and next values of state updates that are blocked are
+//    replaced by plain copies made at the end of the step.
+// Only f32 values of rank 4 or 5 are ever blocked. Each reorder node is
+// placed just before the first node that reads it (stage 4's at the end), so
+// the plain or blocked copy lives no longer than it must.
+//
+// Guarantees: the same function as the input graph (a reorder is the
+// identity on values); graph inputs, graph outputs and state stay plain; a
+// node's operands are in layouts its backend kernel takes. A backend without
+// a blocked layout gets the graph unchanged.
+// Cost: O(nodes + edges), plus a rebuild of the graph.
+#pragma once
+
+#include <cstddef>
+
+#include "memfit/ir.h"
+#include "runtime/kernel.h"
+
+namespace memfit {
+
+struct LayoutSummary {
+  size_t blocked_values = 0;  // values the pass made blocked (reorders' outputs included)
+  size_t reorders = 0;        // reorder nodes inserted
+};
+
+Result<Graph> assign_layouts(const Graph& graph, const Backend& backend,
+                             LayoutSummary* summary = nullptr);
+
+}  // namespace memfit
