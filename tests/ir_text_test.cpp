@@ -59,6 +59,7 @@ void expect_same_graph(const Graph& a, const Graph& b) {
     EXPECT_EQ(x.type.shape, y.type.shape);
     EXPECT_EQ(dtype_name(x.type.dtype), dtype_name(y.type.dtype));
     EXPECT_EQ(role_name(x.role), role_name(y.role));
+    EXPECT_EQ(layout_name(x.layout), layout_name(y.layout));
     EXPECT_EQ(x.producer.index, y.producer.index);
     EXPECT_EQ(x.output_index, y.output_index);
   }
@@ -233,6 +234,51 @@ TEST(IrTextTest, RoundTripsATrainingStep) {
       << text;
   EXPECT_NE(text.find("{p=0.1 key=18364758544493064720}"), std::string::npos) << text;
   EXPECT_NE(text.find("update %bn.mean <- %bn.3\n"), std::string::npos) << text;
+}
+
+// A blocked value prints its layout after its type, reads back into it, and
+// counts its padding in its bytes.
+TEST(IrTextTest, RoundTripsLayouts) {
+  const std::string text =
+      "memfit-graph 1\n"
+      "input %x f32[2,3,4,4] input\n"
+      "node to_c8 = reorder(%x) -> %x.c8 f32[2,3,4,4]@c8 activation\n"
+      "node relu = relu(%x.c8) -> %relu f32[2,3,4,4]@c8 activation\n"
+      "node to_plain = reorder(%relu) -> %y f32[2,3,4,4] activation\n"
+      "output %y\n";
+  Result<Graph> graph = parse_graph(text);
+  ASSERT_TRUE(graph.is_ok()) << graph.message();
+  ASSERT_TRUE(verify_graph(*graph).is_ok()) << verify_graph(*graph).message();
+  EXPECT_EQ(print_graph(*graph), text);
+  expect_round_trip(*graph);
+  const Value& blocked = graph->value(graph->find_value("x.c8"));
+  EXPECT_EQ(blocked.layout, Layout::c8);
+  EXPECT_EQ(blocked.elements(), 2 * 3 * 4 * 4);
+  EXPECT_EQ(blocked.bytes(), size_t{2 * 8 * 4 * 4 * 4});  // 3 channels padded to 8
+  EXPECT_EQ(graph->value(graph->find_value("y")).bytes(), size_t{2 * 3 * 4 * 4 * 4});
+  EXPECT_NE(parse_graph("memfit-graph 1\ninput %x f32[2,3,4,4]@c7 input\n").message().find(
+                "unknown layout 'c7'"),
+            std::string::npos);
+}
+
+// Layouts the verifier refuses: on a value that is not an f32 volume, on a
+// graph input, on a graph output and on the next value of state.
+TEST(IrTextTest, VerifierRefusesMisplacedLayouts) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"input %x f32[2,3] input\nnode r = reorder(%x) -> %y f32[2,3]@c8 activation\n",
+       "only f32 values of rank 4 or 5"},
+      {"input %x f32[2,3,4,4]@c8 input\nnode r = relu(%x) -> %y f32[2,3,4,4]@c8 activation\n",
+       "graph inputs are plain"},
+      {"input %x f32[2,3,4,4] input\nnode r = reorder(%x) -> %y f32[2,3,4,4]@c16 "
+       "activation\noutput %y\n",
+       "graph outputs, which are plain"},
+  };
+  for (const auto& [body, message] : cases) {
+    Result<Graph> graph = parse_graph(std::string("memfit-graph 1\n") + body);
+    ASSERT_TRUE(graph.is_ok()) << graph.message();
+    const Status verified = verify_graph(*graph);
+    EXPECT_NE(verified.message().find(message), std::string::npos) << verified.message();
+  }
 }
 
 TEST(IrTextTest, KeepsFloatsAndKeysBitExact) {

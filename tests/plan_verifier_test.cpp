@@ -217,7 +217,7 @@ output %y
 )",
                          {{"x", 0}, {"s", 256}, {"y", 256}}),
                "node 'y' writes %y [256, 512) over its input %s [256, 320) at step 1: in place "
-               "needs the same element count and dtype, but the input is f32[16] and the output "
+               "needs the same element count, dtype and layout, but the input is f32[16] and the output "
                "f32[4,16]");
 }
 

@@ -25,9 +25,11 @@ NodeSeconds roofline_cost(const MachineSpec& spec) {
 
 namespace {
 
-void append_type(std::string& out, const TensorType& type) {
-  out += std::to_string(static_cast<int>(type.dtype));
-  out += shape_string(type.shape);
+// A value's type and layout: kernels (and their workspaces) differ by both.
+void append_type(std::string& out, const Value& value) {
+  out += std::to_string(static_cast<int>(value.type.dtype));
+  out += shape_string(value.type.shape);
+  if (value.layout != Layout::plain) out += "@" + std::string(layout_name(value.layout));
 }
 
 template <class T>
@@ -45,9 +47,9 @@ void append_field(std::string& out, const T& field) {
 std::string node_signature(const Graph& graph, const Node& node) {
   std::string key(op_name(node.op));
   key += '(';
-  for (ValueId in : node.inputs) append_type(key, graph.value(in).type), key += ' ';
+  for (ValueId in : node.inputs) append_type(key, graph.value(in)), key += ' ';
   key += ")->(";
-  for (ValueId out : node.outputs) append_type(key, graph.value(out).type), key += ' ';
+  for (ValueId out : node.outputs) append_type(key, graph.value(out)), key += ' ';
   key += ')';
   Attrs attrs = node.attrs;  // visit_fields is not const
   std::visit(
@@ -66,15 +68,28 @@ std::string node_signature(const Graph& graph, const Node& node) {
 namespace {
 
 // `node` of `graph` alone: its inputs become data inputs (fed as zeros), its
-// outputs graph outputs, so no dead-node rule removes it.
-Graph single_node_graph(const Graph& graph, const Node& node) {
+// outputs graph outputs, so no dead-node rule removes it. Inputs and outputs
+// in a blocked layout are reordered from and to plain ones (graph inputs and
+// outputs are plain), by nodes before and after it; `position` receives the
+// node's index.
+Graph single_node_graph(const Graph& graph, const Node& node, size_t* position) {
   Graph g;
   Node copy = node;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    copy.inputs[i] =
-        g.add_input("in" + std::to_string(i), graph.value(node.inputs[i]).type, Role::input);
+    const Value& input = graph.value(node.inputs[i]);
+    copy.inputs[i] = g.add_input("in" + std::to_string(i), input.type, Role::input);
+    if (input.layout == Layout::plain) continue;
+    const NodeId reorder(static_cast<int32_t>(g.num_nodes()));
+    Value blocked = input;
+    blocked.name = "in" + std::to_string(i) + ".blocked";
+    blocked.producer = reorder;
+    blocked.output_index = 0;
+    const ValueId from = copy.inputs[i];
+    copy.inputs[i] = g.add_value_raw(std::move(blocked));
+    g.add_node_raw(Node{OpKind::reorder, "reorder_in" + std::to_string(i), {from}, {copy.inputs[i]}, NoAttrs{}});
   }
-  const NodeId id(0);
+  const NodeId id(static_cast<int32_t>(g.num_nodes()));
+  *position = id.idx();
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     Value value = graph.value(node.outputs[o]);
     value.name = "out" + std::to_string(o);
@@ -82,7 +97,21 @@ Graph single_node_graph(const Graph& graph, const Node& node) {
     copy.outputs[o] = g.add_value_raw(std::move(value));
   }
   g.add_node_raw(std::move(copy));
-  for (size_t o = 0; o < node.outputs.size(); ++o) g.mark_output(g.nodes()[0].outputs[o]);
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    ValueId out = g.node(id).outputs[o];
+    if (g.value(out).layout != Layout::plain) {
+      const NodeId reorder(static_cast<int32_t>(g.num_nodes()));
+      Value plain = g.value(out);
+      plain.name += ".plain";
+      plain.layout = Layout::plain;
+      plain.producer = reorder;
+      plain.output_index = 0;
+      const ValueId to = g.add_value_raw(std::move(plain));
+      g.add_node_raw(Node{OpKind::reorder, "reorder_out" + std::to_string(o), {out}, {to}, NoAttrs{}});
+      out = to;
+    }
+    g.mark_output(out);
+  }
   return g;
 }
 
@@ -104,7 +133,8 @@ MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend,
   for (const Node& node : nodes) {
     const std::string key = node_signature(graph, node);
     if (costs.seconds_.count(key)) continue;
-    Graph g = single_node_graph(graph, node);
+    size_t position = 0;
+    Graph g = single_node_graph(graph, node, &position);
     std::vector<std::vector<std::byte>> buffers;
     Feeds feeds;
     for (const Value& v : g.values()) {
@@ -129,7 +159,7 @@ MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend,
         ok = (*exe)->run(state, feeds, StepContext{1, 0, 1, 1.0f}).is_ok();
         if (r == 0) (*exe)->reset_times();
       }
-      if (ok) seconds = (*exe)->node_seconds()[0] / runs;
+      if (ok) seconds = (*exe)->node_seconds()[position] / runs;
     }
     if (seconds < 0) {
       ++costs.fell_back_;

@@ -365,10 +365,12 @@ Status ArenaReplay::check_in_place(int32_t step, const Node& node, int output,
   const Value& out = graph_.value(value);
   if (in.elements() != out.elements() || in.type.dtype != out.type.dtype ||
       in.layout != out.layout) {
+    auto typed = [](const Value& v) {
+      const std::string layout = v.layout == Layout::plain ? "" : "@" + std::string(layout_name(v.layout));
+      return type_string(v.type) + layout;
+    };
     return Status::error(writes + ": in place needs the same element count, dtype and layout, " +
-                         "but the input is " + type_string(in.type) + "@" +
-                         std::string(layout_name(in.layout)) + " and the output " +
-                         type_string(out.type) + "@" + std::string(layout_name(out.layout)));
+                         "but the input is " + typed(in) + " and the output " + typed(out));
   }
   return Status::ok();
 }

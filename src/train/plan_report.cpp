@@ -82,6 +82,9 @@ PlanReport plan_report(const CompiledStep& step) {
   report.backend = std::string(step.backend->name());
   report.isa = step.backend->isa();
   report.threads = step.backend->threads();
+  if (step.layouts.blocked_values > 0) report.layout = layout_name(step.backend->blocked_layout());
+  report.blocked_values = step.layouts.blocked_values;
+  report.reorders = step.layouts.reorders;
   report.techniques = step.techniques;
   report.arena_bytes = plan.arena_bytes;
   report.host_bytes = plan.host_bytes;

@@ -283,6 +283,10 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
              static_cast<long long>(spec.accumulate),
              std::string(name_of(spec.optimizer.kind)).c_str(), report.backend.c_str(),
              report.isa.c_str(), report.threads, t.share ? "on" : "off");
+  if (report.blocked_values > 0) {
+    out += format("  layouts: %zu values in %s (channel-blocked), %zu reorder nodes\n",
+                  report.blocked_values, report.layout.c_str(), report.reorders);
+  }
   auto bytes_line = [&](const char* label, size_t bytes) {
     out += format("  %-20s %12s %14zu bytes\n", label, human_bytes(bytes).c_str(), bytes);
   };
@@ -351,6 +355,9 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += "  \"backend\": " + json_string(report.backend) + ",\n";
   out += "  \"isa\": " + json_string(report.isa) + ",\n";
   out += format("  \"threads\": %d,\n", report.threads);
+  out += "  \"layout\": " + json_string(report.layout) + ",\n";
+  out += format("  \"blocked_values\": %zu,\n  \"reorders\": %zu,\n", report.blocked_values,
+                report.reorders);
   out += format("  \"sharing\": %s,\n  \"budget_bytes\": %zu,\n", t.share ? "true" : "false",
                 spec.budget);
   out += format("  \"arena_bytes\": %zu,\n  \"lower_bound_bytes\": %zu,\n", report.arena_bytes,

@@ -152,6 +152,12 @@ Result<TrainReport> train(const TrainOptions& options,
              static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
   log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
+  if (program->layout_summary().blocked_values > 0) {
+    log(format("layouts: %zu values in %s (oneDNN's channel-blocked layout), %zu reorder nodes",
+               program->layout_summary().blocked_values,
+               std::string(layout_name(program->blocked_layout())).c_str(),
+               program->layout_summary().reorders));
+  }
   if (t.recompute != Recompute::none || t.mirror) {
     const RecomputeSummary& r = program->recompute_summary();
     log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",

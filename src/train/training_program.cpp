@@ -37,8 +37,12 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
   eval_options.batch = eval_batch;
   MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
   const ExecOptions exec{step.techniques.share, poison, spec.budget, spec.link_gbps};
-  MEMFIT_ASSIGN_OR_RETURN(program->eval_, Executable::compile(remove_dead_nodes(program->eval_model_.graph),
-                                                              *step.backend, exec));
+  Graph eval_graph = remove_dead_nodes(program->eval_model_.graph);
+  if (spec.blocked_layouts) {
+    MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
+  }
+  MEMFIT_ASSIGN_OR_RETURN(program->eval_,
+                          Executable::compile(std::move(eval_graph), *step.backend, exec));
   return program;
 }
 

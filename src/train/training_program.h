@@ -58,6 +58,9 @@ class TrainingProgram {
   // arena bytes any step has touched so far.
   size_t arena_bytes() const { return step_.apply->plan().arena_bytes; }
   size_t high_water_bytes() const { return high_water_bytes_; }
+  // What the layout pass did to the step graph that updates the parameters.
+  const LayoutSummary& layout_summary() const { return step_.layouts; }
+  Layout blocked_layout() const { return step_.backend->blocked_layout(); }
   // What recomputation did to the step graph that updates the parameters.
   const RecomputeSummary& recompute_summary() const { return step_.rewritten.recompute; }
   // What swapping did to the step graph that updates the parameters.
