@@ -146,6 +146,28 @@ TEST_P(BlockedOpTest, CpuMatchesReference) {
   }
 }
 
+// Batch norm in a blocked layout runs loops that reduce each channel in the
+// reference's order, in double: the reference's bits, not just its values.
+TEST(BlockedBatchNorm, EqualsTheReferenceBitForBit) {
+  const auto reference = make_reference_backend();
+  const auto cpu = make_cpu_backend();
+  for (OpKind op : {OpKind::batch_norm, OpKind::batch_norm_grad, OpKind::batch_norm_inference,
+                    OpKind::batch_norm_inference_grad}) {
+    const auto examples = op_info(op).examples();
+    const auto blocked = blocked_examples(op, *cpu);
+    ASSERT_FALSE(blocked.empty()) << op_name(op);
+    for (const auto& [e, graph] : blocked) {
+      const auto data = testing::example_inputs(examples[e], 77 + e);
+      auto ref_exe =
+          Executable::compile(testing::single_node_graph(op, examples[e]), *reference).value();
+      auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true}).value();
+      const auto expected = testing::run_outputs(*ref_exe, data, StepContext{});
+      const auto actual = testing::run_outputs(*cpu_exe, data, StepContext{});
+      EXPECT_EQ(expected, actual) << op_name(op) << " example " << e;
+    }
+  }
+}
+
 // The ops whose kernels take blocked operands; a change that stops one of
 // them from being blocked shows here.
 TEST(BlockedOps, AreTheConvolutionNetworkOps) {

@@ -20,8 +20,12 @@ std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
 std::unique_ptr<Kernel> make_max_pool_kernel(const Graph& graph, const Node& node);
 // upsample, upsample_grad
 std::unique_ptr<Kernel> make_resample_kernel(const Graph& graph, const Node& node);
-// batch_norm, batch_norm_inference, layer_norm and their gradients
+// batch_norm, batch_norm_inference, layer_norm and their gradients; batch
+// norm in a blocked layout goes to make_blocked_batch_norm_kernel
 std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node);
+// batch norm and its gradients on channel-blocked tensors (OpenMP loops, the
+// reference's bits)
+std::unique_ptr<Kernel> make_blocked_batch_norm_kernel(const Graph& graph, const Node& node);
 // matmul, linear
 std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node);
 // relu, gelu, tanh, sigmoid, their gradients, scale

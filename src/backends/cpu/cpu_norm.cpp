@@ -220,6 +220,10 @@ class LayerNormGradKernel final : public PrimitiveKernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node) {
+  if (node.op != OpKind::layer_norm && node.op != OpKind::layer_norm_grad &&
+      graph.value(node.outputs[0]).layout != Layout::plain) {
+    return make_blocked_batch_norm_kernel(graph, node);
+  }
   switch (node.op) {
     case OpKind::batch_norm:
       return std::make_unique<BatchNormKernel>(input_shape(graph, node, 0),
