@@ -16,21 +16,23 @@ namespace {
 
 // A convolution of a plain image, an activation, global pooling, then a
 // flatten that only reads plain data; the activation is also a graph output.
-// No budget: the pass does not plan.
-constexpr const char* kConvNet = R"(memfit-graph 1
-input %x f32[2,3,8,8] input
-input %w f32[5,3,3,3] input
-node conv = conv2d(%x, %w) {stride=[1,1] pad=[1,1] dilation=[1,1] groups=1} -> %conv f32[2,5,8,8] activation
-node relu = relu(%conv) -> %relu f32[2,5,8,8] activation
-node pool = global_avg_pool(%relu) -> %pool f32[2,5,1,1] activation
-node flat = reshape(%pool) {shape=[2,5]} -> %flat f32[2,5] activation
-node flat_relu = reshape(%relu) {shape=[2,320]} -> %flat_relu f32[2,320] activation
-output %flat
-output %flat_relu
-output %relu
-)";
+// `channels` is the convolution's output channels. No budget: the pass does not plan.
+std::string conv_net(int channels) {
+  const std::string c = std::to_string(channels);
+  return "memfit-graph 1\n"
+         "input %x f32[2,3,8,8] input\n"
+         "input %w f32[" + c + ",3,3,3] input\n"
+         "node conv = conv2d(%x, %w) {stride=[1,1] pad=[1,1] dilation=[1,1] groups=1} -> %conv f32[2," + c + ",8,8] activation\n"
+         "node relu = relu(%conv) -> %relu f32[2," + c + ",8,8] activation\n"
+         "node pool = global_avg_pool(%relu) -> %pool f32[2," + c + ",1,1] activation\n"
+         "node flat = reshape(%pool) {shape=[2," + c + "]} -> %flat f32[2," + c + "] activation\n"
+         "node flat_relu = reshape(%relu) {shape=[2," + std::to_string(channels * 64) + "]} -> %flat_relu f32[2," + std::to_string(channels * 64) + "] activation\n"
+         "output %flat\n"
+         "output %flat_relu\n"
+         "output %relu\n";
+}
 
-Graph parsed(const char* text) {
+Graph parsed(const std::string& text) {
   Result<Graph> graph = parse_graph(text);
   MEMFIT_CHECK(graph.is_ok());
   MEMFIT_CHECK(verify_graph(*graph).is_ok());
@@ -55,7 +57,7 @@ TEST(AssignLayouts, BlocksTheConvolutionNetworkAndReordersAtItsEdges) {
   const Layout blocked = cpu->blocked_layout();
   ASSERT_NE(blocked, Layout::plain);
   LayoutSummary summary;
-  const Graph out = assign_layouts(parsed(kConvNet), *cpu, &summary).value();
+  const Graph out = assign_layouts(parsed(conv_net(16)), *cpu, &summary).value();
   ASSERT_TRUE(verify_graph(out).is_ok());
   // The image stays plain (a convolution reads it as it is); what the
   // convolution, the activation and the pooling write is blocked.
@@ -73,14 +75,28 @@ TEST(AssignLayouts, BlocksTheConvolutionNetworkAndReordersAtItsEdges) {
   EXPECT_EQ(relu_plain.op, OpKind::reorder);
   EXPECT_EQ(position_of(out, relu_plain.name) + 1, position_of(out, "flat_relu"));
   EXPECT_EQ(out.outputs()[2], relu_plain.outputs[0]);
+}
+
+// Channels that end in a partial block stay plain by default; the kernels
+// take them padded, and so does the pass when asked.
+TEST(AssignLayouts, BlocksPartialBlocksOnlyWhenAsked) {
+  const auto cpu = make_cpu_backend();
+  const Layout blocked = cpu->blocked_layout();
+  LayoutSummary summary;
+  const Graph kept = assign_layouts(parsed(conv_net(5)), *cpu, &summary).value();
+  EXPECT_EQ(summary.reorders, 0u);
+  EXPECT_EQ(print_graph(kept), print_graph(parsed(conv_net(5))));
+  const Graph padded =
+      assign_layouts(parsed(conv_net(5)), *cpu, &summary, {.whole_blocks_only = false}).value();
+  EXPECT_EQ(summary.blocked_values, 3u);
   // Bytes: the 5 channels are padded to a whole block.
-  EXPECT_EQ(out.value(out.find_value("conv")).bytes(),
+  EXPECT_EQ(padded.value(padded.find_value("conv")).bytes(),
             static_cast<size_t>(2 * layout_block(blocked) * 8 * 8 * 4));
 }
 
 TEST(AssignLayouts, ChangesNoResult) {
   const auto cpu = make_cpu_backend();
-  const Graph plain = parsed(kConvNet);
+  const Graph plain = parsed(conv_net(16));
   const Graph blocked = assign_layouts(plain, *cpu).value();
   OpExample example;
   example.inputs = {plain.value(plain.find_value("x")).type, plain.value(plain.find_value("w")).type};
@@ -108,7 +124,7 @@ TEST(AssignLayouts, ChangesNoResult) {
 
 TEST(AssignLayouts, LeavesTheGraphOfABackendWithoutBlockedLayouts) {
   const auto reference = make_reference_backend();
-  const Graph plain = parsed(kConvNet);
+  const Graph plain = parsed(conv_net(16));
   LayoutSummary summary;
   const Graph out = assign_layouts(plain, *reference, &summary).value();
   EXPECT_EQ(print_graph(out), print_graph(plain));
@@ -119,7 +135,7 @@ TEST(AssignLayouts, LeavesTheGraphOfABackendWithoutBlockedLayouts) {
 TEST(AssignLayouts, ReferenceKernelsReadPlainLayoutsOnly) {
   const auto cpu = make_cpu_backend();
   const auto reference = make_reference_backend();
-  const Graph out = assign_layouts(parsed(kConvNet), *cpu).value();
+  const Graph out = assign_layouts(parsed(conv_net(16)), *cpu).value();
   const auto kernel = reference->make_kernel(out, NodeId(static_cast<int32_t>(position_of(out, "relu"))));
   ASSERT_FALSE(kernel.is_ok());
   EXPECT_NE(kernel.message().find("reads plain layouts only"), std::string::npos) << kernel.message();

@@ -8,7 +8,8 @@ For each model of the list, eight programs are started and kept loaded
   memfit no-share    memfit, every value in a slice of its own (no planning)
   memfit planned     memfit's planned arena (the default)
   memfit sqrt        memfit with --recompute sqrt
-  memfit budget      memfit with --recompute budget (the smallest arena it finds)
+  memfit optimal     memfit with --recompute optimal (rotor-style dynamic programming)
+  memfit plain       memfit planned with --plain-layouts (every value row-major)
 then the driver asks each in turn for a few steps, round after round, so that
 a slower or busier moment of the machine falls on all of them alike. Each
 program reports the wall-clock seconds of every step; the table gives the
@@ -17,7 +18,11 @@ peer_step.cpp): for PyTorch the allocator's peak over a step and the process's
 peak resident memory, for memfit the planned arena and the process's peak
 resident memory. Ratios are memfit / PyTorch plain.
 
-  bench/peer/.venv/bin/python bench/peer/compare.py [--models lenet,gpt] [--rounds 3]
+  bench/peer/.venv/bin/python bench/peer/compare.py [--models lenet,resnet18:32] [--rounds 3]
+      [--programs "torch plain,memfit planned"]
+
+A model may carry its batch after a colon (resnet18:32); --programs keeps
+the named programs only (the ratios are against the first one kept).
 """
 
 import argparse
@@ -49,7 +54,8 @@ PROGRAMS = [
     ("memfit no-share", "memfit", ["--no-sharing"]),
     ("memfit planned", "memfit", []),
     ("memfit sqrt", "memfit", ["--recompute", "sqrt"]),
-    ("memfit budget", "memfit", ["--recompute", "budget"]),
+    ("memfit optimal", "memfit", ["--recompute", "optimal"]),
+    ("memfit plain", "memfit", ["--plain-layouts"]),
 ]
 
 
@@ -95,14 +101,15 @@ def mib(b):
     return f"{b / 2**20:.1f}"
 
 
-def run_model(name, args, env, log):
-    sizes, batch, steps, note = MODELS[name]
+def run_model(name, args, env, log, batch=None):
+    sizes, default_batch, steps, note = MODELS[name]
+    batch = batch or default_batch
     size_flags = []
     for k, v in sizes.items():
         size_flags += [f"--{k}", str(v)]
     common = ["--model", name, "--batch", str(batch), *size_flags, "--threads", str(args.threads)]
     workers = []
-    for label, kind, flags in PROGRAMS:
+    for label, kind, flags in programs(args):
         if kind == "torch":
             cmd = [sys.executable, os.path.join(HERE, "torch_step.py"), *common, *flags]
         else:
@@ -123,6 +130,17 @@ def run_model(name, args, env, log):
         rows.append({"program": w.label, "median_seconds": median(w.seconds),
                      "steps": len(w.seconds), "setup_seconds": w.setup_seconds, **report})
     return {"model": name, "batch": batch, "sizes": sizes, "note": note, "rows": rows}
+
+
+def programs(args):
+    if not args.programs:
+        return PROGRAMS
+    wanted = args.programs.split(",")
+    known = [label for label, _, _ in PROGRAMS]
+    for label in wanted:
+        if label not in known:
+            raise SystemExit(f"unknown program '{label}' (known: {', '.join(known)})")
+    return [p for p in PROGRAMS if p[0] in wanted]
 
 
 def print_table(result, out):
@@ -170,6 +188,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--peer-step", default="build/bench/peer_step")
     p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--programs", default="",
+                   help="comma-separated labels of the programs to run (default: all)")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
@@ -180,11 +200,14 @@ def main():
     print(json.dumps(info, indent=1))
     results = []
     with open(os.path.join(args.out, "log.txt"), "w") as log:
-        for name in args.models.split(","):
+        for spec in args.models.split(","):
+            name, _, batch = spec.partition(":")
             if name not in MODELS:
                 raise SystemExit(f"unknown model '{name}' (known: {', '.join(MODELS)})")
-            print(f"{name}:", flush=True)
-            results.append(run_model(name, args, env, log))
+            if batch and not batch.isdigit():
+                raise SystemExit(f"bad batch in '{spec}': use NAME:BATCH, e.g. resnet18:32")
+            print(f"{spec}:", flush=True)
+            results.append(run_model(name, args, env, log, int(batch) if batch else None))
             print_table(results[-1], sys.stdout)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"info": info, "results": results}, f, indent=1)

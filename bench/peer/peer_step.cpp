@@ -114,7 +114,9 @@ int main(int argc, char** argv) {
       "--no-dropout", [&options] { options.dropout = false; }, "leave out the dropout layers");
   app.add_option("--threads", threads, "threads of the cpu backend")->check(CLI::PositiveNumber);
   app.add_flag("--no-sharing", no_sharing, "a slice of memory per value (no planning)");
-  app.add_option("--recompute", recompute_text, "none, sqrt or budget")
+  bool plain_layouts = false;
+  app.add_flag("--plain-layouts", plain_layouts, "every value in the plain layout");
+  app.add_option("--recompute", recompute_text, "none, sqrt, budget, optimal, ...")
       ->check(CLI::IsMember(names_of<Recompute>()));
   app.add_option("--warmup", warmup, "steps run before the first request")
       ->check(CLI::NonNegativeNumber);
@@ -136,6 +138,7 @@ int main(int argc, char** argv) {
   spec.optimizer.lr = lr;
   spec.threads = threads;
   spec.share = !no_sharing;
+  spec.blocked_layouts = !plain_layouts;
   auto recompute = parse_name<Recompute>(recompute_text);
   if (!recompute) return fail(recompute.message());
   spec.recompute = *recompute;

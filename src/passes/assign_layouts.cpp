@@ -11,7 +11,7 @@
 namespace memfit {
 namespace {
 
-bool may_block(const Value& value) {
+bool is_volume(const Value& value) {
   const size_t rank = value.type.shape.size();
   return value.type.dtype == DType::f32 && (rank == 4 || rank == 5);
 }
@@ -20,14 +20,15 @@ bool has(uint32_t mask, size_t i) { return i < 32 && ((mask >> i) & 1u) != 0; }
 
 class LayoutAssigner {
  public:
-  LayoutAssigner(const Graph& graph, const Backend& backend)
-      : graph_(graph), backend_(backend), out_(graph), before_(graph.num_nodes()) {}
+  LayoutAssigner(const Graph& graph, const Backend& backend, const LayoutOptions& options)
+      : graph_(graph), backend_(backend), options_(options), out_(graph), before_(graph.num_nodes()) {}
 
   Result<Graph> run(LayoutSummary* summary) {
     const Layout blocked = backend_.blocked_layout();
     for (size_t n = 0; n < graph_.num_nodes(); ++n) {
       const NodeId id(static_cast<int32_t>(n));
-      const BlockedOperands operands = backend_.blocked_operands(out_, out_.node(id));
+      BlockedOperands operands = backend_.blocked_operands(out_, out_.node(id));
+      if (!operands_fit(out_.node(id), operands)) operands = {};
       std::vector<ValueId> inputs = out_.node(id).inputs;
       std::vector<Layout> want(inputs.size(), Layout::plain);
       bool block_outputs = false;
@@ -48,7 +49,7 @@ class LayoutAssigner {
         }
       }
       for (size_t i = 0; i < inputs.size(); ++i) {
-        if (want[i] != Layout::plain && !may_block(out_.value(inputs[i]))) want[i] = Layout::plain;
+        if (want[i] != Layout::plain && !is_volume(out_.value(inputs[i]))) want[i] = Layout::plain;
         MEMFIT_ASSIGN_OR_RETURN(inputs[i], in_layout(inputs[i], want[i], before_[n]));
       }
       Node& node = out_.node(id);
@@ -56,7 +57,7 @@ class LayoutAssigner {
       if (!block_outputs) continue;
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         Value& value = out_.value(node.outputs[o]);
-        if (has(operands.outputs, o) && may_block(value)) {
+        if (has(operands.outputs, o) && is_volume(value)) {
           value.layout = blocked;
           ++summary_.blocked_values;
         }
@@ -77,6 +78,25 @@ class LayoutAssigner {
   }
 
  private:
+  // Whether every volume among the operands the node would take blocked
+  // (its `inputs` and `outputs`) may be blocked: with whole_blocks_only,
+  // its channels fill whole blocks.
+  bool operands_fit(const Node& node, const BlockedOperands& operands) const {
+    if (!options_.whole_blocks_only) return true;
+    const int64_t block = layout_block(backend_.blocked_layout());
+    auto fits = [&](ValueId v) {
+      const Value& value = out_.value(v);
+      return !is_volume(value) || value.type.shape[1] % block == 0;
+    };
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (has(operands.inputs, i) && !fits(node.inputs[i])) return false;
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (has(operands.outputs, o) && !fits(node.outputs[o])) return false;
+    }
+    return true;
+  }
+
   // `v` in `layout`: itself, or the output of a reorder node appended to
   // out_ and recorded in `place` (the nodes to put before its first reader).
   Result<ValueId> in_layout(ValueId v, Layout layout, std::vector<NodeId>& place) {
@@ -116,6 +136,7 @@ class LayoutAssigner {
 
   const Graph& graph_;
   const Backend& backend_;
+  LayoutOptions options_;
   Graph out_;
   std::vector<std::vector<NodeId>> before_;  // reorders to run before node n
   std::vector<NodeId> at_end_;
@@ -125,12 +146,13 @@ class LayoutAssigner {
 
 }  // namespace
 
-Result<Graph> assign_layouts(const Graph& graph, const Backend& backend, LayoutSummary* summary) {
+Result<Graph> assign_layouts(const Graph& graph, const Backend& backend, LayoutSummary* summary,
+                             const LayoutOptions& options) {
   if (backend.blocked_layout() == Layout::plain) {
     if (summary) *summary = {};
     return graph;
   }
-  LayoutAssigner assigner(graph, backend);
+  LayoutAssigner assigner(graph, backend, options);
   MEMFIT_ASSIGN_OR_RETURN(Graph result, assigner.run(summary));
   MEMFIT_RETURN_IF_ERROR(verify_graph(result));
   return result;

@@ -163,8 +163,13 @@ class CpuBackend final : public Backend {
     };
     switch (node.op) {
       case OpKind::conv2d:
-      case OpKind::conv3d:
-        return {Kind::seed, 0, 0b1, 0b1};  // x as it is (a plain image), y blocked
+      case OpKind::conv3d: {
+        // x with fewer channels than a block (an image) is read as it is;
+        // oneDNN's fast kernels take a plain x only for such first layers.
+        const bool image = graph.value(node.inputs[0]).type.shape[1] < layout_block(blocked_);
+        return image ? BlockedOperands{Kind::seed, 0, 0b1, 0b1}
+                     : BlockedOperands{Kind::seed, 0b1, 0, 0b1};
+      }
       case OpKind::conv2d_grad_input:
       case OpKind::conv3d_grad_input:
         return {Kind::seed, 0b1, 0, 0b1};
