@@ -207,6 +207,21 @@ TEST(PlanVerifierTest, RejectsAnInPlaceWriteAtAnotherOffset) {
                "output written in place must start where its input does");
 }
 
+TEST(PlanVerifierTest, RejectsInPlaceAcrossLayouts) {
+  // The same bytes (8 channels fill a block of c8), but relu would read the
+  // elements in one order and write them in another.
+  expect_error(make_case(R"(memfit-graph 1
+input %x f32[2,8,2,2] input
+node b = reorder(%x) -> %b f32[2,8,2,2]@c8 activation
+node r = relu(%b) -> %r f32[2,8,2,2] activation
+output %r
+)",
+                         {{"x", 0}, {"b", 256}, {"r", 256}}),
+               "node 'r' writes %r [256, 512) over its input %b [256, 512) at step 1: in place "
+               "needs the same element count, dtype and layout, but the input is "
+               "f32[2,8,2,2]@c8 and the output f32[2,8,2,2]");
+}
+
 TEST(PlanVerifierTest, RejectsInPlaceOverABroadcastOperand) {
   // add lists (1 -> 0), but s (16) is broadcast: its elements are read after y overwrites them.
   expect_error(make_case(R"(memfit-graph 1
