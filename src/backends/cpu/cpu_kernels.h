@@ -45,6 +45,8 @@ std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node)
 // reshape, transpose, concat, split, slice, slice_grad (any dtype: exact
 // copies) and fill
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node);
+// lstm_cell and lstm_cell_grad (OpenMP loops over the hidden units)
+std::unique_ptr<Kernel> make_lstm_kernel(const Graph& graph, const Node& node);
 // dropout, with the reference kernel's mask
 std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node);
 // sgd_update, adamw_update, with the reference kernels' bits
