@@ -474,6 +474,20 @@ TEST(CpuBackend, Linear) {
   check_case({OpKind::linear, {{8, 16}, {10, 16}}, NoAttrs{}, {}});
   check_case({OpKind::linear, {{1, 3}, {1, 3}, {1}}, NoAttrs{}, {}});
   check_case({OpKind::linear, {{32, 100}, {64, 100}, {64}}, NoAttrs{}, {}});
+  // Adding into c (an LSTM step's gates), in place over c too.
+  check_case({OpKind::linear, {{8, 16}, {10, 16}, {10}, {8, 10}}, NoAttrs{}, {}});
+  check_case({OpKind::linear, {{20, 650}, {2600, 650}, {2600}, {20, 2600}}, NoAttrs{}, {}});
+}
+
+// Sizes that split across threads, lstm-lm's (20, 650) among them.
+TEST(CpuBackend, LstmCell) {
+  for (const auto& [n, hidden] : {std::pair<int64_t, int64_t>{7, 33}, {20, 650}, {1, 5}}) {
+    const Shape gates{n, 4 * hidden}, state{n, hidden};
+    check_case({OpKind::lstm_cell, {gates, state}, NoAttrs{}, {}});
+    check_case({OpKind::lstm_cell, {gates}, NoAttrs{}, {}});
+    check_case({OpKind::lstm_cell_grad, {state, state, gates, state, state}, NoAttrs{}, {}});
+    check_case({OpKind::lstm_cell_grad, {state, state, gates, state}, NoAttrs{}, {}});
+  }
 }
 
 TEST(CpuBackend, Activations) {

@@ -482,7 +482,7 @@ TEST(IrTextTest, ReportsMalformedTextWithTheLine) {
       {head + "node a = relu(%x)" + relu_out + "\nnode a = relu(%a) -> %b f32[2,3] activation",
        "line 5: node 'a' is already defined on line 4"},
       {head + "node a = relu(%x, %w)" + relu_out, "node 'a' (relu) takes 1 input, got 2"},
-      {head + "node a = linear(%x)" + relu_out, "node 'a' (linear) takes 2 to 3 inputs, got 1"},
+      {head + "node a = linear(%x)" + relu_out, "node 'a' (linear) takes 2 to 4 inputs, got 1"},
       {head + "node a = fill(%x, %x)" + relu_out, "takes 0 to 1 input, got 2"},
       {head + "node a = relu(%x" + relu_out, "expected ',' but found '->'"},
       {head + "node a = relu(%x) %a f32[2,3] activation", "expected '->' but found '%a'"},

@@ -134,20 +134,26 @@ TEST(RecomputeLevels, ArenaGrowsLinearlyAsSqrtAndAsLogOfTheChain) {
 // one long before the chain that reads it; cloned in the walk's order, a
 // whole segment's p_i would be live at once and recursive would grow
 // linearly. Cloned in forward order, each p_i lives one step.
-Graph driven_chain(int n, int width) {
+// With `layers` > 1, layer l reads layer l - 1 at the same step, as stacked
+// RNN layers built step by step: u_i = tanh(t_i + u_{i-1}).
+Graph driven_chain(int n, int width, int layers = 1) {
   const std::string type = "f32[" + std::to_string(width) + "]";
   std::string text =
       "memfit-graph 1\ninput %w " + type + " parameter\ninput %x " + type + " input\n";
-  std::string previous = "w";
+  std::vector<std::string> previous(static_cast<size_t>(layers), "w");
   for (int i = 1; i <= n; ++i) {
     const std::string k = std::to_string(i);
     text += "node p" + k + " = tanh(%x) -> %p" + k + " " + type + " activation\n";
-    text += "node a" + k + " = add(%p" + k + ", %" + previous + ") -> %a" + k + " " + type +
-            " activation\n";
-    text += "node t" + k + " = tanh(%a" + k + ") -> %t" + k + " " + type + " activation\n";
-    previous = "t" + k;
+    std::string below = "p" + k;
+    for (size_t l = 0; l < previous.size(); ++l) {
+      const std::string lk = "l" + std::to_string(l) + "_" + k;
+      text += "node a" + lk + " = add(%" + below + ", %" + previous[l] + ") -> %a" + lk + " " +
+              type + " activation\n";
+      text += "node t" + lk + " = tanh(%a" + lk + ") -> %t" + lk + " " + type + " activation\n";
+      previous[l] = below = "t" + lk;
+    }
   }
-  text += "node loss = reduce_sum(%" + previous +
+  text += "node loss = reduce_sum(%" + previous.back() +
           ") {axes=[0] keepdims=false} -> %loss f32[] activation\noutput %loss\n";
   Graph g = parse_graph(text).value();
   EXPECT_TRUE(append_gradients(g, g.find_value("loss"), {g.find_value("w")}).is_ok());
@@ -161,6 +167,21 @@ TEST(RecomputeLevels, RecursiveStaysLogarithmicWithPerStepInputs) {
   const size_t long_chain = chain_arena(driven_chain(256, kWidth), Recompute::recursive);
   const size_t sqrt_long = chain_arena(driven_chain(256, kWidth), Recompute::sqrt);
   // Two more levels: a bounded number of layers, not the 192 more steps.
+  EXPECT_LE(static_cast<double>(long_chain) - static_cast<double>(short_chain), 8.0 * kLayer);
+  EXPECT_LT(long_chain, sqrt_long);
+}
+
+// Two stacked layers: the backward pass of a step first recomputes the lower
+// layer's chain alone (the upper layer's state at the step is a checkpoint),
+// and the next step's recomputes the upper one, which reads the lower one's
+// values. Kept from the first walk, a segment's worth of them would be live
+// at once; recomputed again beside their readers, the growth stays log n.
+TEST(RecomputeLevels, RecursiveStaysLogarithmicWithStackedLayers) {
+  constexpr int kWidth = 16384;
+  constexpr size_t kLayer = kWidth * sizeof(float);
+  const size_t short_chain = chain_arena(driven_chain(64, kWidth, 2), Recompute::recursive);
+  const size_t long_chain = chain_arena(driven_chain(256, kWidth, 2), Recompute::recursive);
+  const size_t sqrt_long = chain_arena(driven_chain(256, kWidth, 2), Recompute::sqrt);
   EXPECT_LE(static_cast<double>(long_chain) - static_cast<double>(short_chain), 8.0 * kLayer);
   EXPECT_LT(long_chain, sqrt_long);
 }

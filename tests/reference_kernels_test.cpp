@@ -153,14 +153,17 @@ TEST(ReferenceKernels, MatmulBatchedWithSharedAndPerBatchB) {
               std::vector<float>{58, 64, 139, 154, 1, 0, -1, 0});
 }
 
-TEST(ReferenceKernels, LinearWithAndWithoutBias) {
+TEST(ReferenceKernels, LinearWithAndWithoutBiasAndAddingIntoC) {
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor w = f32({2, 3}, {1, 0, -1, 0.5f, 0.5f, 0.5f});
   Tensor b = f32({2}, {10, -1});
+  Tensor c = f32({2, 2}, {1, -2, 0.25f, 100});
   expect_near(run1(OpKind::linear, NoAttrs{}, {&x, &w}, {2, 2}).f,
               std::vector<float>{-2, 3, -2, 7.5f});
   expect_near(run1(OpKind::linear, NoAttrs{}, {&x, &w, &b}, {2, 2}).f,
               std::vector<float>{8, 2, 8, 6.5f});
+  expect_near(run1(OpKind::linear, NoAttrs{}, {&x, &w, &b, &c}, {2, 2}).f,
+              std::vector<float>{9, 0, 8.25f, 106.5f});
 }
 
 // x = [1 2 3; 4 5 6; 7 8 9], w = [1 2; 3 4].
@@ -745,6 +748,35 @@ TEST(ReferenceKernels, InPlaceMatchesOutOfPlace) {
        {r(32), r(33), r(34), pos(35)},
        {s, s, s},
        {{0, 0}, {2, 1}, {3, 2}}},
+      {OpKind::linear,
+       NoAttrs{},
+       {random({3, 4}, 36), random({5, 4}, 37), random({5}, 38), random({3, 5}, 39)},
+       {{3, 5}},
+       {{3, 0}}},
+      {OpKind::lstm_cell,
+       NoAttrs{},
+       {random({3, 8}, 40), random({3, 2}, 41)},
+       {{3, 2}, {3, 2}},
+       {{1, 1}}},
+      // dgates over gates and dc_prev over dc at once, as the planner may place them.
+      {OpKind::lstm_cell_grad,
+       NoAttrs{},
+       {random({3, 2}, 42), random({3, 2}, 43), random({3, 8}, 44), random({3, 2}, 45),
+        random({3, 2}, 46)},
+       {{3, 8}, {3, 2}},
+       {{2, 0}, {1, 1}}},
+      {OpKind::lstm_cell_grad,
+       NoAttrs{},
+       {random({3, 2}, 47), random({3, 2}, 48), random({3, 8}, 49), random({3, 2}, 50),
+        random({3, 2}, 51)},
+       {{3, 8}, {3, 2}},
+       {{2, 0}, {0, 1}}},
+      {OpKind::lstm_cell_grad,
+       NoAttrs{},
+       {random({3, 2}, 52), random({3, 2}, 53), random({3, 8}, 54), random({3, 2}, 55),
+        random({3, 2}, 56)},
+       {{3, 8}, {3, 2}},
+       {{3, 1}}},
   };
   for (const InplaceCase& c : cases) {
     SCOPED_TRACE(op_name(c.op));

@@ -1,15 +1,18 @@
 // Hand-checked cases of the ops of sequence models (embedding, layer_norm,
-// causal_mask, split, pad, where, batch_norm_inference): values worked out by
-// hand, agreement with existing ops in special cases, and the errors their
-// shape inference gives. Each case runs on the reference and the CPU backend.
+// causal_mask, split, pad, where, batch_norm_inference, lstm_cell): values
+// worked out by hand, agreement with existing ops in special cases, and the
+// errors their shape inference gives. Each case runs on the reference and the
+// CPU backend.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "ops/op_util.h"
 #include "ops/typed_graph.h"
@@ -251,6 +254,134 @@ TEST(SequenceBuilderTest, EmbeddingAndLayerNormLayers) {
   EXPECT_EQ(g.node(g.value(h).producer).op, OpKind::layer_norm);
 }
 
+// Row 0: gates (ln 3, -ln 3, ln 2, 0) give i = 3/4, f = 1/4, g = tanh(ln 2) = 3/5,
+// o = 1/2; with c_prev = 2, c = 1/2 + 9/20 = 0.95 and h = tanh(0.95) / 2.
+// Row 1: all gates 0 give i = f = o = 1/2 and g = 0; with c_prev = 1, c = 1/2.
+TEST(LstmCellTest, MatchesAHandComputedValue) {
+  const float ln2 = std::log(2.0f), ln3 = std::log(3.0f);
+  const Words gates = f32_words({ln3, -ln3, ln2, 0, 0, 0, 0, 0});  // (2, 4): H = 1
+  const TensorType g{{2, 4}, DType::f32}, state{{2, 1}, DType::f32};
+  for (const auto& backend : backends()) {
+    const std::string name(backend->name());
+    const auto out =
+        run_op(*backend, OpKind::lstm_cell, NoAttrs{}, {g, state}, {gates, f32_words({2, 1})});
+    expect_near_all({0.95f, 0.5f}, out[1], 1e-6, name + " c");
+    expect_near_all({0.36989152f, 0.23105858f}, out[0], 1e-6, name + " h");
+    // No c_prev: the first step, c = i g.
+    const auto first = run_op(*backend, OpKind::lstm_cell, NoAttrs{}, {g}, {gates});
+    expect_near_all({0.45f, 0}, first[1], 1e-6, name + " first c");
+    expect_near_all({0.2109495f, 0}, first[0], 1e-6, name + " first h");
+  }
+}
+
+// Saturated gates (|a| up to 100, where e^a overflows a float) give +-1 and 0,
+// never NaN.
+TEST(LstmCellTest, SaturatedGatesStayFinite) {
+  const Words gates = f32_words({100, -100, 100, 100, -100, 100, -100, -100});  // (2, 4)
+  const TensorType g{{2, 4}, DType::f32}, state{{2, 1}, DType::f32};
+  for (const auto& backend : backends()) {
+    const std::string name(backend->name());
+    const auto out =
+        run_op(*backend, OpKind::lstm_cell, NoAttrs{}, {g, state}, {gates, f32_words({5, 5})});
+    // Row 0: i = 1, f = 0, g = 1, o = 1: c = 1, h = tanh(1). Row 1: i = 0, f = 1,
+    // g = -1, o = 0: c = 5, h = 0.
+    expect_near_all({1, 5}, out[1], 1e-6, name + " c");
+    expect_near_all({0.7615942f, 0}, out[0], 1e-6, name + " h");
+    const auto grads =
+        run_op(*backend, OpKind::lstm_cell_grad, NoAttrs{}, {state, state, g, state, state},
+               {f32_words({1, 1}), f32_words({1, 1}), gates, f32_words(out[1]), f32_words({5, 5})});
+    for (const auto& values : grads) {
+      for (float v : values) EXPECT_TRUE(std::isfinite(v)) << name;
+    }
+  }
+}
+
+// One LSTM step, PyTorch's nn.LSTM cell, built two ways: with linear adding
+// into the input projection and one lstm_cell, or from primitives (linear,
+// add, slice, sigmoid, tanh, mul) as the zoo built it before. Inputs in0 .. in8:
+// x (2, 3), h (2, 3), c (2, 3), w_ih (12, 3), w_hh (12, 3), b_ih (12), b_hh (12),
+// r_h, r_c (2, 3); outputs: the loss sum(h' r_h) + sum(c' r_c), then the
+// gradients of the inputs before r_h. `first`: no h and c (zeros), as a
+// layer's first step without an initial state.
+Graph lstm_step_graph(bool fused, bool first) {
+  Graph g;
+  const int64_t n = 2, hidden = 3, h4 = 4 * hidden;
+  const Shape shapes[] = {{n, 3}, {n, hidden}, {n, hidden}, {h4, 3},    {h4, hidden},
+                          {h4},   {h4},        {n, hidden}, {n, hidden}};
+  std::vector<ValueId> in;
+  for (size_t i = 0; i < std::size(shapes); ++i) {
+    in.push_back(
+        g.add_input("in" + std::to_string(i), TensorType{shapes[i], DType::f32}, Role::input));
+  }
+  auto outputs = [&](OpKind op, std::vector<ValueId> inputs, Attrs attrs = NoAttrs{}) {
+    const std::string name = std::string(op_name(op)) + std::to_string(g.num_nodes());
+    return g.node(add_node(g, op, std::move(inputs), std::move(attrs), name).value()).outputs;
+  };
+  auto first_of = [&](OpKind op, std::vector<ValueId> inputs, Attrs attrs = NoAttrs{}) {
+    return outputs(op, std::move(inputs), std::move(attrs))[0];
+  };
+  const ValueId x = in[0], h = in[1], c = in[2];
+  const ValueId xw = first_of(OpKind::linear, {x, in[3], in[5]});
+  ValueId h_next, c_next;
+  if (fused) {
+    const ValueId gates = first ? first_of(OpKind::add, {xw, in[6]})
+                                : first_of(OpKind::linear, {h, in[4], in[6], xw});
+    const std::vector<ValueId> state =
+        outputs(OpKind::lstm_cell, first ? std::vector<ValueId>{gates} : std::vector{gates, c});
+    h_next = state[0];
+    c_next = state[1];
+  } else {
+    const ValueId gates =
+        first_of(OpKind::add, {xw, first ? in[6] : first_of(OpKind::linear, {h, in[4], in[6]})});
+    auto gate = [&](OpKind activation, int64_t k) {
+      return first_of(activation, {first_of(OpKind::slice, {gates},
+                                            SliceAttrs{1, k * hidden, (k + 1) * hidden, {}})});
+    };
+    const ValueId i = gate(OpKind::sigmoid, 0), f = gate(OpKind::sigmoid, 1),
+                  gg = gate(OpKind::tanh, 2), o = gate(OpKind::sigmoid, 3);
+    const ValueId ig = first_of(OpKind::mul, {i, gg});
+    c_next = first ? ig : first_of(OpKind::add, {first_of(OpKind::mul, {f, c}), ig});
+    h_next = first_of(OpKind::mul, {o, first_of(OpKind::tanh, {c_next})});
+  }
+  const ReduceAttrs all{{0, 1}, false};
+  const ValueId loss = first_of(
+      OpKind::add, {first_of(OpKind::reduce_sum, {first_of(OpKind::mul, {h_next, in[7]})}, all),
+                    first_of(OpKind::reduce_sum, {first_of(OpKind::mul, {c_next, in[8]})}, all)});
+  g.mark_output(loss);
+  std::vector<ValueId> wrt = {x, in[3], in[5], in[6]};
+  if (!first) wrt.insert(wrt.end(), {h, c, in[4]});
+  const std::vector<ValueId> grads = append_gradients(g, loss, wrt).value();
+  for (ValueId grad : grads) g.mark_output(grad);
+  return g;
+}
+
+TEST(LstmCellTest, EqualsTheStepBuiltFromPrimitivesWithItsGradients) {
+  std::vector<Words> data;
+  for (size_t i = 0; i < 9; ++i) {
+    const size_t count = i < 3 || i > 6 ? 6 : (i < 5 ? 36 : 12);
+    data.push_back(f32_words(testing::random_normal(count, 40 + i)));
+  }
+  for (bool first : {false, true}) {
+    for (const auto& backend : backends()) {
+      const std::string what =
+          std::string(backend->name()) + (first ? ", first step" : ", with a state");
+      auto fused = Executable::compile(lstm_step_graph(true, first), *backend).value();
+      auto primitives = Executable::compile(lstm_step_graph(false, first), *backend).value();
+      const auto got = testing::run_outputs(*fused, data);
+      const auto want = testing::run_outputs(*primitives, data);
+      ASSERT_EQ(got.size(), first ? 5u : 8u) << what;
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o].size(), want[o].size()) << what;
+        for (size_t k = 0; k < got[o].size(); ++k) {
+          EXPECT_NEAR(got[o][k], want[o][k], 2e-5 + 2e-5 * std::abs(want[o][k]))
+              << what << ": output " << o << "[" << k << "]";
+        }
+      }
+    }
+  }
+}
+
 // The new attribute structs print and parse back (text form of graphs).
 TEST(SequenceTextTest, GraphsWithTheNewOpsRoundTrip) {
   Graph g;
@@ -297,6 +428,17 @@ TEST(SequenceShapeTest, ErrorsNameTheProblem) {
                   LayerNormAttrs{});
   ASSERT_FALSE(ln.is_ok());
   EXPECT_NE(ln.message().find("gamma must have 4 elements"), std::string::npos) << ln.message();
+  auto cell = infer_types(OpKind::lstm_cell, {TensorType{{2, 6}, DType::f32}}, NoAttrs{});
+  ASSERT_FALSE(cell.is_ok());
+  EXPECT_NE(cell.message().find("must have 4H columns"), std::string::npos) << cell.message();
+  cell = infer_types(OpKind::lstm_cell, {TensorType{{2, 8}, DType::f32}, x}, NoAttrs{});
+  ASSERT_FALSE(cell.is_ok());
+  EXPECT_NE(cell.message().find("c_prev must be f32 [2,2]"), std::string::npos) << cell.message();
+  auto linear =
+      infer_types(OpKind::linear,
+                  {x, TensorType{{3, 4}, DType::f32}, TensorType{{3}, DType::f32}, x}, NoAttrs{});
+  ASSERT_FALSE(linear.is_ok());
+  EXPECT_NE(linear.message().find("the added c"), std::string::npos) << linear.message();
 }
 
 }  // namespace

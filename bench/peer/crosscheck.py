@@ -46,6 +46,7 @@ VERSION = 1
 CASES = [
     ("lenet", {}, 8),
     ("resnet18", {"image_size": 64}, 2),
+    ("lstm-lm", {"depth": 2, "width": 64, "seq_len": 12, "vocab": 100}, 8),
     ("gpt", {"depth": 2, "width": 128, "seq_len": 64, "vocab": 512}, 4),
 ]
 
@@ -131,7 +132,7 @@ def make_model(name, sizes):
 
 def make_batch(name, sizes, batch, model):
     g = torch.Generator().manual_seed(1)
-    if name == "gpt":
+    if name in ("gpt", "lstm-lm"):
         vocab, t = sizes["vocab"], sizes["seq_len"]
         return {"tokens": torch.randint(0, vocab, (batch, t), generator=g),
                 "labels": torch.randint(0, vocab, (batch, t), generator=g)}

@@ -111,6 +111,13 @@ class ModelBuilder {
   ValueId tanh(ValueId x);
   ValueId gelu(ValueId x);
   ValueId softmax(ValueId x, int64_t axis);
+  // The pointwise part of an LSTM step (the op lstm_cell, a node named
+  // `name`): gates (N, 4H) in PyTorch's order i, f, g, o and c_prev (N, H),
+  // invalid for zeros -> the step's h and c (N, H).
+  struct LstmState {
+    ValueId h, c;
+  };
+  LstmState lstm_cell(const std::string& name, ValueId gates, ValueId c_prev);
 
   // Appends any op; for layers this builder lacks.
   ValueId op(OpKind op, std::vector<ValueId> inputs, Attrs attrs, const std::string& name);

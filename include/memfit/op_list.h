@@ -6,7 +6,7 @@
 
 #define MEMFIT_OPS(MEMFIT_OP)                                \
   MEMFIT_OP(matmul, MatmulAttrs, 2, 3)                       \
-  MEMFIT_OP(linear, NoAttrs, 2, 3)                           \
+  MEMFIT_OP(linear, NoAttrs, 2, 4)                           \
   MEMFIT_OP(conv2d, Conv2dAttrs, 2, 3)                       \
   MEMFIT_OP(conv2d_grad_input, Conv2dGradAttrs, 2, 2)        \
   MEMFIT_OP(conv2d_grad_weight, Conv2dGradAttrs, 2, 2)       \
@@ -59,6 +59,8 @@
   MEMFIT_OP(embedding_grad, ShapeAttrs, 2, 2)                \
   MEMFIT_OP(causal_mask, CausalMaskAttrs, 1, 1)              \
   MEMFIT_OP(where, NoAttrs, 3, 3)                            \
+  MEMFIT_OP(lstm_cell, NoAttrs, 1, 2)                        \
+  MEMFIT_OP(lstm_cell_grad, NoAttrs, 4, 5)                   \
   MEMFIT_OP(dropout, DropoutAttrs, 1, 1)                     \
   MEMFIT_OP(softmax, AxisAttrs, 1, 1)                        \
   MEMFIT_OP(softmax_grad, AxisAttrs, 2, 2)                   \

@@ -270,6 +270,16 @@ ValueId ModelBuilder::softmax(ValueId x, int64_t axis) {
   return op(OpKind::softmax, {x}, AxisAttrs{axis}, "softmax");
 }
 
+ModelBuilder::LstmState ModelBuilder::lstm_cell(const std::string& name, ValueId gates,
+                                                ValueId c_prev) {
+  std::vector<ValueId> inputs = {gates};
+  if (c_prev.valid()) inputs.push_back(c_prev);
+  const ValueId h = op(OpKind::lstm_cell, std::move(inputs), NoAttrs{}, name);
+  if (!h.valid()) return {};
+  const Graph& g = model_.graph;
+  return {h, g.node(g.value(h).producer).outputs[1]};
+}
+
 Result<Model> ModelBuilder::finish() {
   if (!status_.is_ok()) return status_;
   if (!model_.logits.valid()) return Status::error("model " + model_.name + " has no loss");

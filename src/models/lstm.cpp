@@ -8,7 +8,9 @@
 //   encoder's final states, with global "general" attention over the encoder's
 //   top-layer states: a = softmax(h_t W_a h_s), h~_t = tanh(W_c [c_t; h_t]).
 // Layers compute as PyTorch's nn.LSTM does (gates i, f, g, o; two biases), and
-// their parameters carry its names (weight_ih_l0, ...).
+// their parameters carry its names (weight_ih_l0, ...). A step is the input
+// projection x w_ih^T + b_ih, one linear that adds h w_hh^T + b_hh into it
+// (the gates, (N, 4H)), and one lstm_cell for the rest (src/ops/ops_lstm.cpp).
 #include <cmath>
 
 #include "models/zoo.h"
@@ -40,17 +42,14 @@ LstmOutput lstm_layer(ModelBuilder& b, const std::string& name, ValueId x, int64
   std::vector<ValueId> outputs;
   for (int64_t t = 0; t < steps; ++t) {
     const ValueId xw_t = b.reshape(b.slice(xw, 1, t, t + 1), {n, h4});
-    // With no initial state, W_hh h is zero but the bias b_hh still counts.
-    const ValueId hw = h.valid() ? b.op(OpKind::linear, {h, w_hh, b_hh}, NoAttrs{}, name + ".hh")
-                                 : b_hh;
-    const ValueId gates = b.add(xw_t, hw);
-    const ValueId i = b.sigmoid(b.slice(gates, 1, 0, hidden));
-    const ValueId f = b.sigmoid(b.slice(gates, 1, hidden, 2 * hidden));
-    const ValueId g = b.tanh(b.slice(gates, 1, 2 * hidden, 3 * hidden));
-    const ValueId o = b.sigmoid(b.slice(gates, 1, 3 * hidden, h4));
-    const ValueId ig = b.mul(i, g);
-    c = c.valid() ? b.add(b.mul(f, c), ig) : ig;
-    h = b.mul(o, b.tanh(c));
+    // h w_hh^T + b_hh added into xw_t; with no initial state, W_hh h is zero
+    // but the bias b_hh still counts.
+    const ValueId gates = h.valid()
+                              ? b.op(OpKind::linear, {h, w_hh, b_hh, xw_t}, NoAttrs{}, name + ".hh")
+                              : b.add(xw_t, b_hh);
+    const ModelBuilder::LstmState state = b.lstm_cell(name + ".cell", gates, c);
+    h = state.h;
+    c = state.c;
     outputs.push_back(b.reshape(h, {n, 1, hidden}));
   }
   const ValueId sequence = steps == 1 ? outputs[0] : b.concat(outputs, 1);
@@ -130,18 +129,15 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
       const std::string name = "lstm.l" + std::to_string(l);
       const ValueId xw =
           b.op(OpKind::linear, {x, layer.w_ih, layer.b_ih}, NoAttrs{}, name + ".ih");  // (N, 4W)
-      // With no initial state, W_hh h is zero but the bias b_hh still counts.
-      const ValueId hw = layer.h.valid() ? b.op(OpKind::linear, {layer.h, layer.w_hh, layer.b_hh},
-                                                NoAttrs{}, name + ".hh")
-                                         : layer.b_hh;
-      const ValueId gates = b.add(xw, hw);
-      const ValueId i = b.sigmoid(b.slice(gates, 1, 0, w));
-      const ValueId f = b.sigmoid(b.slice(gates, 1, w, 2 * w));
-      const ValueId g = b.tanh(b.slice(gates, 1, 2 * w, 3 * w));
-      const ValueId og = b.sigmoid(b.slice(gates, 1, 3 * w, h4));
-      const ValueId ig = b.mul(i, g);
-      layer.c = layer.c.valid() ? b.add(b.mul(f, layer.c), ig) : ig;
-      layer.h = b.mul(og, b.tanh(layer.c));
+      // h w_hh^T + b_hh added into xw; with no initial state, W_hh h is zero
+      // but the bias b_hh still counts.
+      const ValueId gates =
+          layer.h.valid()
+              ? b.op(OpKind::linear, {layer.h, layer.w_hh, layer.b_hh, xw}, NoAttrs{}, name + ".hh")
+              : b.add(xw, layer.b_hh);
+      const ModelBuilder::LstmState state = b.lstm_cell(name + ".cell", gates, layer.c);
+      layer.h = state.h;
+      layer.c = state.c;
       x = layer.h;
     }
     const ValueId y =

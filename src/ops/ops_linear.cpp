@@ -1,4 +1,4 @@
-// matmul (batched, optionally transposed operands) and linear (x w^T + b).
+// matmul (batched, optionally transposed operands) and linear (x w^T + b [+ c]).
 #include "ops/grad_context.h"
 #include "ops/op_util.h"
 
@@ -124,6 +124,8 @@ std::vector<OpExample> matmul_examples() {
   return out;
 }
 
+// linear(x, w[, b[, c]]): x w^T + b, plus c when given (an LSTM step's
+// recurrent product added into its input projection, src/models/lstm.cpp).
 Result<Types> infer_linear(const Types& in, const Attrs&) {
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[0], 2, "x (N, I)"));
   MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[1], 2, "w (O, I)"));
@@ -132,16 +134,22 @@ Result<Types> infer_linear(const Types& in, const Attrs&) {
     return Status::error("x " + shape_string(in[0].shape) + " and w " + shape_string(in[1].shape) +
                          " disagree on the input features");
   }
-  if (in.size() == 3) {
+  if (in.size() >= 3) {
     MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[2], 1, "b (O)"));
     if (in[2].shape[0] != out) return Status::error("b must have " + std::to_string(out) + " elements");
   }
-  return Types{ops::f32({in[0].shape[0], out})};
+  const TensorType y = ops::f32({in[0].shape[0], out});
+  if (in.size() == 4 && in[3] != y) {
+    return Status::error("the added c " + shape_string(in[3].shape) + " should be f32 " +
+                         shape_string(y.shape) + ", the output's shape");
+  }
+  return Types{y};
 }
 
 Cost cost_linear(const Types& in, const Types& out, const Attrs&) {
   Cost cost;
   cost.flops = 2.0 * in[0].shape[0] * in[1].shape[0] * in[1].shape[1];
+  if (in.size() == 4) cost.flops += static_cast<double>(num_elements(out[0].shape));
   for (const auto& t : in) cost.bytes += 4.0 * num_elements(t.shape);
   cost.bytes += 4.0 * num_elements(out[0].shape);
   return cost;
@@ -152,10 +160,11 @@ Status grad_linear(GradContext& ctx) {
   MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[0], ctx.emit(OpKind::matmul, {dy, ctx.in(1)}, MatmulAttrs{}));
   MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[1],
                           ctx.emit(OpKind::matmul, {dy, ctx.in(0)}, MatmulAttrs{true, false}));
-  if (ctx.node.inputs.size() == 3) {
+  if (ctx.node.inputs.size() >= 3) {
     MEMFIT_ASSIGN_OR_RETURN(ctx.input_grads[2],
                             ctx.emit(OpKind::reduce_sum, {dy}, ReduceAttrs{{0}, false}));
   }
+  if (ctx.node.inputs.size() == 4) ctx.input_grads[3] = dy;  // d(c + p)/dc = 1
   return Status::ok();
 }
 
@@ -179,8 +188,11 @@ void register_linear_ops(OpTableBuilder& table) {
   linear.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({4, 3}), ops::f32({5, 3}), ops::f32({5})}),
-        ops::example({ops::f32({2, 6}), ops::f32({3, 6})})};
+        ops::example({ops::f32({2, 6}), ops::f32({3, 6})}),
+        // Adding into c, as an LSTM step's gates (h w_hh^T + b_hh + x w_ih^T + b_ih).
+        ops::example({ops::f32({4, 3}), ops::f32({5, 3}), ops::f32({5}), ops::f32({4, 5})})};
   };
+  linear.inplace = {{3, 0}};  // each element of c is read once, before its output is written
   table.add(linear);
 }
 

@@ -170,7 +170,8 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   // their place in `order`; clone_of[v] is the latest clone of a dropped value
   // v, made by the clone of its producer at generation clone_generation[node].
   // A clone of level k is valid while its generation is at least
-  // invalidated[k]; invalidating a level starts a new generation.
+  // invalidated[k] (invalidating a level starts a new generation) and, for
+  // k in 2 .. L + 1, the context (below) is in its level-(k - 1) segment.
   const size_t num_values = graph.num_values();
   std::vector<ValueId> clone_of(num_values);
   std::vector<int64_t> clone_generation(num_nodes, -1);
@@ -178,20 +179,30 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   std::vector<int64_t> invalidated(levels + 3, 0);  // by level 0 .. L + 2
   int64_t generation = 0;
   auto invalidate = [&](size_t level) { invalidated[level] = ++generation; };
+  // The context: the segments, by level 1 .. L, of the last dropped value a
+  // non-forward node read. Entering another level-l segment invalidates the
+  // clones of level l + 1.
+  std::vector<int32_t> context(levels, -1);
   auto valid = [&](NodeId original) {
     const int64_t made = clone_generation[original.idx()];
-    return made >= 0 && made >= invalidated[static_cast<size_t>(kept.level[original.idx()])];
+    const auto level = static_cast<size_t>(kept.level[original.idx()]);
+    if (made < 0 || made < invalidated[level]) return false;
+    return level < 2 || level > levels + 1 ||
+           segment[level - 2][original.idx()] == context[level - 2];
   };
   std::vector<NodeId> order;
   order.reserve(num_nodes);
   RecomputeStats counted;
+  std::vector<bool> collected(num_nodes, false);  // in the walk being cloned (materialize)
   auto clone_node = [&](NodeId original) {
     Node node = recompute_form(graph.node(original));  // a copy: appending moves the storage
     const NodeId id(static_cast<int32_t>(graph.num_nodes()));
     node.name = graph.unique_node_name(node.name + ".recompute");
     for (ValueId& in : node.inputs) {
       if (keep[in.idx()]) continue;
-      MEMFIT_CHECK(valid(graph.value(in).producer));
+      // Made earlier in this walk, or a valid clone the walk stopped at.
+      const NodeId producer = graph.value(in).producer;
+      MEMFIT_CHECK(collected[producer.idx()] || valid(producer));
       in = clone_of[in.idx()];
     }
     for (ValueId& out : node.outputs) {
@@ -216,9 +227,13 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
   // (Cloning in the walk's post-order instead would make an input with no
   // dropped ancestors, such as a recurrent step's input projection, long
   // before the chain that reads it: a segment's worth of them live at once.)
-  // No level is invalidated during a walk.
+  // No level is invalidated during a walk. Its clones of nodes outside the
+  // context's segments serve the walk only (they are not valid afterwards):
+  // a walk that recomputes one chain of a segment with several (an unrolled
+  // LSTM's layers) from an earlier checkpoint does not hold that chain for
+  // the walks of the others, which recompute it again, each step next to
+  // its reader, so the recursive strategy keeps O(log n) memory.
   std::vector<std::pair<NodeId, size_t>> stack;  // (original node, next input to look at)
-  std::vector<bool> collected(num_nodes, false);
   std::vector<NodeId> walk;
   auto materialize = [&](ValueId v) {
     walk.clear();
@@ -239,15 +254,9 @@ Result<bool> recompute(Graph& graph, const RecomputeOptions& options, RecomputeS
       stack.pop_back();
     }
     std::sort(walk.begin(), walk.end());
-    for (NodeId node : walk) {
-      collected[node.idx()] = false;
-      clone_node(node);
-    }
+    for (NodeId node : walk) clone_node(node);
+    for (NodeId node : walk) collected[node.idx()] = false;
   };
-  // The context: the segments, by level 1 .. L, of the last dropped value a
-  // non-forward node read. Entering another level-l segment invalidates the
-  // clones of level l + 1.
-  std::vector<int32_t> context(levels, -1);
   auto enter = [&](NodeId producer) {
     for (size_t l = 1; l <= levels; ++l) {
       const int32_t s = segment[l - 1][producer.idx()];

@@ -39,7 +39,12 @@
 //      dropped value in another level-(k - 1) segment than the last one
 //      read (the context): Chen's recursion, where a segment is recomputed
 //      from its level-(k - 1) start, keeping only its level-k checkpoints,
-//      and each of its sub-segments again from them, one at a time;
+//      and each of its sub-segments again from them, one at a time. Such a
+//      clone is valid only while the context is in its own level-(k - 1)
+//      segment: the clones a walk makes in other segments (a chain
+//      recomputed from an earlier checkpoint) serve that walk alone, so a
+//      walk over one of several chains (an unrolled LSTM's layers) does not
+//      keep that chain's values alive for the walks of the others;
 //    - a mirrored clone at the next non-forward node: each backward reader
 //      recomputes the cheap op (and the mirrored values it reads) just
 //      before it;

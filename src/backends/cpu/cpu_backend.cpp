@@ -1,8 +1,9 @@
 // The CPU backend: oneDNN kernels for the compute-heavy ops; OpenMP loops for
-// add, sub and mul, embedding and its gradient, causal_mask, max pooling, the
-// cross-entropy, reductions, data movement (reshape, transpose, concat,
-// split, slice), fill, dropout and the optimizer updates; the reference
-// kernels for the rest. All kernels are created when a graph is compiled.
+// add, sub and mul, embedding and its gradient, causal_mask, the LSTM cell and
+// its gradient, max pooling, the cross-entropy, reductions, data movement
+// (reshape, transpose, concat, split, slice), fill, dropout and the optimizer
+// updates; the reference kernels for the rest. All kernels are created when a
+// graph is compiled.
 #include <omp.h>
 
 #include <string>
@@ -95,6 +96,9 @@ KernelFactory cpu_factory(OpKind op) {
       return cpu::make_dropout_kernel;
     case OpKind::causal_mask:
       return cpu::make_causal_mask_kernel;
+    case OpKind::lstm_cell:
+    case OpKind::lstm_cell_grad:
+      return cpu::make_lstm_kernel;
     case OpKind::sgd_update:
     case OpKind::adamw_update:
       return cpu::make_optimizer_kernel;

@@ -51,6 +51,8 @@ std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node)
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node);
 // reorder between the plain and the channel-blocked layouts
 std::unique_ptr<Kernel> make_reorder_kernel(const Graph& graph, const Node& node);
+// lstm_cell and lstm_cell_grad (OpenMP loops over the hidden units)
+std::unique_ptr<Kernel> make_lstm_kernel(const Graph& graph, const Node& node);
 // dropout, with the reference kernel's mask
 std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node);
 // sgd_update, adamw_update, with the reference kernels' bits

@@ -1,9 +1,10 @@
 // matmul and linear on oneDNN's matmul primitive. Transposed operands are
 // read in place through strided descriptors, never copied. A matmul with a
-// third input c adds the product into it with a sum post-op: y holds c first
-// (it is c when the planner wrote y in place), then y += product. oneDNN may
-// add c to partial sums over blocks of K, so the result agrees with a matmul
-// followed by an add within float rounding, not always bit for bit.
+// third input c (a linear with a fourth) adds the product into it with a sum
+// post-op: y holds c first (it is c when the planner wrote y in place), then
+// y += product. oneDNN may add c to partial sums over blocks of K, so the
+// result agrees with a matmul (linear) followed by an add within float
+// rounding, not always bit for bit.
 #include <cstring>
 #include <utility>
 #include <variant>
@@ -37,18 +38,37 @@ memory::desc matrix_md(const Shape& stored, bool transposed, size_t rank) {
   return memory::desc(to_dims(dims), memory::data_type::f32, strides);
 }
 
-// y = c, then the primitives (which add into y).
+// y = c (input `c_input`), then the primitives (which add into y).
 class AddIntoKernel final : public PrimitiveKernel {
  public:
-  explicit AddIntoKernel(size_t bytes) : bytes_(bytes) {}
+  AddIntoKernel(size_t bytes, size_t c_input) : bytes_(bytes), c_input_(c_input) {}
   void run(const KernelArgs& args) override {
-    if (args.outputs[0] != args.inputs[2]) std::memcpy(args.outputs[0], args.inputs[2], bytes_);
+    const void* c = args.inputs[c_input_];
+    if (args.outputs[0] != c) std::memcpy(args.outputs[0], c, bytes_);
     PrimitiveKernel::run(args);
   }
 
  private:
   size_t bytes_;
+  size_t c_input_;
 };
+
+// The attributes of a matmul primitive, with a sum post-op when it adds into y.
+dnnl::primitive_attr matmul_attr(bool add_into) {
+  dnnl::primitive_attr attr = kernel_attr();
+  if (add_into) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.0f);
+    attr.set_post_ops(sum);
+  }
+  return attr;
+}
+
+std::unique_ptr<PrimitiveKernel> primitive_kernel(const Graph& graph, const Node& node,
+                                                  bool add_into, size_t c_input) {
+  if (!add_into) return std::make_unique<PrimitiveKernel>();
+  return std::make_unique<AddIntoKernel>(graph.value(node.outputs[0]).bytes(), c_input);
+}
 
 // a (..., M, K), b (..., K, N) or (K, N), each possibly stored transposed
 // [, c like y] -> y (..., M, N) [+ c].
@@ -59,23 +79,16 @@ std::unique_ptr<Kernel> matmul_kernel(const Graph& graph, const Node& node) {
   const memory::desc b = matrix_md(input_shape(graph, node, 1), attrs.trans_b, y_shape.size());
   const memory::desc y = plain_md(y_shape);
   const bool add_into = node.inputs.size() == 3;
-  dnnl::primitive_attr attr = kernel_attr();
-  if (add_into) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    attr.set_post_ops(sum);
-  }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), attr, engine());
-  std::unique_ptr<PrimitiveKernel> kernel =
-      add_into ? std::make_unique<AddIntoKernel>(graph.value(node.outputs[0]).bytes())
-               : std::make_unique<PrimitiveKernel>();
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, y), matmul_attr(add_into),
+                                        engine());
+  std::unique_ptr<PrimitiveKernel> kernel = primitive_kernel(graph, node, add_into, 2);
   kernel->add(pd, {input_arg(DNNL_ARG_SRC, 0, a), input_arg(DNNL_ARG_WEIGHTS, 1, b),
                    output_arg(DNNL_ARG_DST, 0, y)});
   return kernel;
 }
 
-// x (N, I), w (O, I), optional b (O) -> y (N, O) = x w^T + b: w is the
-// transposed weights operand, b a (1, O) bias broadcast over the rows.
+// x (N, I), w (O, I), optional b (O) [, c (N, O)] -> y (N, O) = x w^T + b [+ c]:
+// w is the transposed weights operand, b a (1, O) bias broadcast over the rows.
 std::unique_ptr<Kernel> linear_kernel(const Graph& graph, const Node& node) {
   const memory::desc x = plain_md(input_shape(graph, node, 0));
   const memory::desc w = matrix_md(input_shape(graph, node, 1), true, 2);
@@ -83,13 +96,14 @@ std::unique_ptr<Kernel> linear_kernel(const Graph& graph, const Node& node) {
   const memory::desc y = plain_md(y_shape);
   std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_SRC, 0, x), input_arg(DNNL_ARG_WEIGHTS, 1, w),
                                  output_arg(DNNL_ARG_DST, 0, y)};
-  const bool bias = node.inputs.size() == 3;
+  const bool bias = node.inputs.size() >= 3;
+  const bool add_into = node.inputs.size() == 4;
   const memory::desc b = plain_md({1, y_shape[1]});
   if (bias) args.push_back(input_arg(DNNL_ARG_BIAS, 2, b));
   const dnnl::matmul::desc desc =
       bias ? dnnl::matmul::desc(x, w, b, y) : dnnl::matmul::desc(x, w, y);
-  auto kernel = std::make_unique<PrimitiveKernel>();
-  kernel->add(dnnl::matmul::primitive_desc(desc, kernel_attr(), engine()), args);
+  std::unique_ptr<PrimitiveKernel> kernel = primitive_kernel(graph, node, add_into, 3);
+  kernel->add(dnnl::matmul::primitive_desc(desc, matmul_attr(add_into), engine()), args);
   return kernel;
 }
 

@@ -49,15 +49,20 @@ void ref_linear(const RefCall& call) {
   const int64_t out_features = call.in[1].shape[0];
   const float* x = call.in_f32(0);                                     // (N, I)
   const float* w = call.in_f32(1);                                     // (O, I)
-  const float* bias = call.in.size() == 3 ? call.in_f32(2) : nullptr;  // (O)
-  float* y = call.out_f32(0);                                          // (N, O)
+  const float* bias = call.in.size() >= 3 ? call.in_f32(2) : nullptr;  // (O)
+  // With c: x w^T + b rounded to float plus c, rounded again, the bits of a
+  // linear followed by an add.
+  const float* c = call.in.size() == 4 ? call.in_f32(3) : nullptr;  // (N, O)
+  float* y = call.out_f32(0);                                       // (N, O); may be c
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t o = 0; o < out_features; ++o) {
       double sum = bias != nullptr ? bias[o] : 0.0;
       for (int64_t i = 0; i < in_features; ++i) {
         sum += static_cast<double>(x[r * in_features + i]) * w[o * in_features + i];
       }
-      y[r * out_features + o] = static_cast<float>(sum);
+      const int64_t at = r * out_features + o;
+      y[at] = c ? static_cast<float>(static_cast<double>(static_cast<float>(sum)) + c[at])
+                : static_cast<float>(sum);
     }
   }
 }

@@ -76,6 +76,10 @@ void ref_embedding_grad(const RefCall& call);
 void ref_causal_mask(const RefCall& call);
 void ref_where(const RefCall& call);
 
+// ref_lstm.cpp
+void ref_lstm_cell(const RefCall& call);
+void ref_lstm_cell_grad(const RefCall& call);
+
 // ref_softmax.cpp
 void ref_softmax(const RefCall& call);
 void ref_softmax_grad(const RefCall& call);

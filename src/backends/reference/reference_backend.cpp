@@ -125,6 +125,10 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_causal_mask;
     case OpKind::where:
       return &ref_where;
+    case OpKind::lstm_cell:
+      return &ref_lstm_cell;
+    case OpKind::lstm_cell_grad:
+      return &ref_lstm_cell_grad;
     case OpKind::softmax:
       return &ref_softmax;
     case OpKind::softmax_grad:
