@@ -24,6 +24,7 @@
 #include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "ops/typed_graph.h"
+#include "passes/assign_layouts.h"
 #include "train/checkpoint.h"
 #include "train/training_program.h"
 
@@ -135,7 +136,10 @@ int main(int argc, char** argv) {
 
   auto backend = make_backend(backend_name, threads);
   if (!backend) return fail(backend.message());
-  auto exe = Executable::compile(std::move(step), **backend);
+  // The layouts memfit trains in: blocked convolution networks on cpu.
+  auto laid_out = assign_layouts(step, **backend);
+  if (!laid_out) return fail(laid_out.message());
+  auto exe = Executable::compile(std::move(laid_out).value(), **backend);
   if (!exe) return fail(exe.message());
   auto result = (*exe)->run(state, feeds, StepContext{});
   if (!result) return fail(result.message());
