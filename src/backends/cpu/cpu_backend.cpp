@@ -2,8 +2,11 @@
 // add, sub and mul, embedding and its gradient, causal_mask, the LSTM cell and
 // its gradient, max pooling, the cross-entropy, reductions, data movement
 // (reshape, transpose, concat, split, slice), fill, dropout and the optimizer
-// updates; the reference kernels for the rest. All kernels are created when a
-// graph is compiled.
+// updates, and batch norm on channel-blocked values; oneDNN reorders between
+// layouts; the reference kernels for the rest. All kernels are created when a
+// graph is compiled. Which operands each kernel takes in the blocked layout
+// (nChw8c or nChw16c, the one oneDNN's convolutions choose on this machine)
+// is blocked_operands, which the layout pass reads.
 #include <omp.h>
 
 #include <string>
