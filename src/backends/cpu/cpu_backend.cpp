@@ -127,7 +127,7 @@ class CpuBackend final : public Backend {
   bool supports(const Graph& graph, const Node& node) const override {
     const KernelFactory factory = cpu_factory(node.op);
     if (factory == nullptr || !cpu::conv_supported(node)) return false;
-    if (node.op != OpKind::reorder && touches_blocked(graph, node) &&
+    if (node.op != OpKind::reorder && cpu::touches_blocked(graph, node) &&
         blocked_operands(graph, node).kind == BlockedOperands::Kind::none) {
       return false;
     }
@@ -254,15 +254,6 @@ class CpuBackend final : public Backend {
       default:
         return "isa " + std::to_string(static_cast<int>(isa));
     }
-  }
-
-  static bool touches_blocked(const Graph& graph, const Node& node) {
-    for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
-      for (ValueId v : *values) {
-        if (graph.value(v).layout != Layout::plain) return true;
-      }
-    }
-    return false;
   }
 
   std::unique_ptr<Backend> reference_ = make_reference_backend();

@@ -59,16 +59,6 @@ memory::desc weights_choice(const memory::desc& plain, bool blocked) {
   return memory::desc(plain.dims(), memory::data_type::f32, memory::format_tag::any);
 }
 
-// Whether an operand of `node` is in a blocked layout (only activations can be).
-bool any_blocked(const Graph& graph, const Node& node) {
-  for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
-    for (ValueId v : *values) {
-      if (graph.value(v).layout != Layout::plain) return true;
-    }
-  }
-  return false;
-}
-
 // Where a primitive reads weights (input `input`, plain) from: the input
 // itself when `chosen` is plain, else a copy in `chosen`'s format that a
 // reorder writes into the kernel's workspace first.
@@ -102,7 +92,7 @@ std::unique_ptr<Kernel> conv_kernel(const Graph& graph, const Node& node) {
   const memory::desc y = output_md(graph, node, 0);
   const bool bias = node.inputs.size() == 3;
   const memory::desc b = bias ? plain_md(input_shape(graph, node, 2)) : memory::desc();
-  const auto pd = forward_pd(x, weights_choice(w, any_blocked(graph, node)), b, y, g);
+  const auto pd = forward_pd(x, weights_choice(w, touches_blocked(graph, node)), b, y, g);
   auto kernel = std::make_unique<PrimitiveKernel>();
   std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_SRC, 0, x),
                                  read_weights(*kernel, pd.weights_desc(), w, 1),
@@ -119,7 +109,7 @@ std::unique_ptr<Kernel> conv_grad_input_kernel(const Graph& graph, const Node& n
   const memory::desc dy = input_md(graph, node, 0);
   const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
   const memory::desc dx = output_md(graph, node, 0);
-  const memory::desc w_choice = weights_choice(w, any_blocked(graph, node));
+  const memory::desc w_choice = weights_choice(w, touches_blocked(graph, node));
   const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, dx, w_choice, dy,
                                                    g.strides, g.dilates, g.padding_l, g.padding_r);
   const dnnl::convolution_backward_data::primitive_desc pd(
@@ -141,7 +131,7 @@ std::unique_ptr<Kernel> conv_grad_weight_kernel(const Graph& graph, const Node& 
   const memory::desc x = input_md(graph, node, 1);
   const memory::desc dw = weights_md(output_shape(graph, node, 0), g.groups);
   const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
-  const memory::desc dw_choice = weights_choice(dw, any_blocked(graph, node));
+  const memory::desc dw_choice = weights_choice(dw, touches_blocked(graph, node));
   const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw_choice,
                                                       db, dy, g.strides, g.dilates, g.padding_l,
                                                       g.padding_r);

@@ -62,6 +62,15 @@ dnnl::memory::desc value_md(const Graph& graph, ValueId id) {
   return md;
 }
 
+bool touches_blocked(const Graph& graph, const Node& node) {
+  for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
+    for (ValueId v : *values) {
+      if (graph.value(v).layout != Layout::plain) return true;
+    }
+  }
+  return false;
+}
+
 Layout native_blocked_layout() {
   // A 3x3 convolution of 64 channels, its activations in the layout oneDNN
   // chooses ("any"): nChw16c on AVX-512, nChw8c on AVX2.

@@ -45,6 +45,8 @@ inline dnnl::memory::desc input_md(const Graph& graph, const Node& node, size_t 
 inline dnnl::memory::desc output_md(const Graph& graph, const Node& node, size_t i) {
   return value_md(graph, node.outputs[i]);
 }
+// Whether an input or output of `node` is in a blocked layout.
+bool touches_blocked(const Graph& graph, const Node& node);
 // The channel-blocked layout oneDNN picks for a convolution's activations on
 // this machine's instruction set (c8 with AVX2, c16 with AVX-512).
 Layout native_blocked_layout();
