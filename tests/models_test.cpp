@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "memfit/builder.h"
+#include "models/zoo.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -168,46 +169,57 @@ int64_t nodes_of(const Model& model, OpKind op) {
   return count;
 }
 
-// Every LSTM step is one linear for the input projection, one linear adding
-// h w_hh^T + b_hh into it (but at a first step without a state, whose b_hh is
-// added), and one lstm_cell; the parameters keep PyTorch's names, shapes and
-// order (checkpoints and bench/peer read them).
+// lstm-lm runs in windows of kLstmWindow steps: per window, per layer, one
+// linear for the input projections of all its steps; per step one linear
+// adding h w_hh^T + b_hh into its projection (but at the very first step, with
+// no state, whose b_hh is added) and one lstm_cell; per window one decoder
+// linear and one cross-entropy. The parameters keep PyTorch's names, shapes
+// and order (checkpoints and bench/peer read them).
 TEST(Models, LstmStepsAreTwoLinearsAndOneCell) {
-  const int64_t layers = 2, width = 8, steps = 3;
-  const ModelOptions lm{
-      .name = "lstm-lm", .batch = 2, .depth = 2, .width = 8, .seq_len = 3, .vocab = 11};
-  for (bool training : {true, false}) {
-    auto model = build_model(lm, training);
-    ASSERT_TRUE(model.is_ok()) << model.message();
-    EXPECT_EQ(nodes_of(*model, OpKind::lstm_cell), layers * steps);
-    EXPECT_EQ(nodes_of(*model, OpKind::sigmoid), 0);
-    EXPECT_EQ(nodes_of(*model, OpKind::tanh), 0);
-    // Each layer's first step adds b_hh; then the steps' losses are summed.
-    EXPECT_EQ(nodes_of(*model, OpKind::add), layers + steps - 1);
-    int64_t adding = 0;
-    for (const Node& node : model->graph.nodes()) {
-      if (node.op == OpKind::linear && node.inputs.size() == 4) {
-        ++adding;
-        EXPECT_TRUE(model->graph.value(node.inputs[1]).name.ends_with(".weight_hh")) << node.name;
+  const int64_t layers = 2, steps = 3;
+  for (const int64_t seq_len : {steps, kLstmWindow + steps}) {
+    const int64_t windows = seq_len > kLstmWindow ? 2 : 1;
+    const ModelOptions lm{
+        .name = "lstm-lm", .batch = 2, .depth = 2, .width = 8, .seq_len = seq_len, .vocab = 11};
+    for (bool training : {true, false}) {
+      auto model = build_model(lm, training);
+      ASSERT_TRUE(model.is_ok()) << model.message();
+      EXPECT_EQ(nodes_of(*model, OpKind::lstm_cell), layers * seq_len);
+      EXPECT_EQ(nodes_of(*model, OpKind::sigmoid), 0);
+      EXPECT_EQ(nodes_of(*model, OpKind::tanh), 0);
+      EXPECT_EQ(nodes_of(*model, OpKind::softmax_cross_entropy), windows);
+      EXPECT_EQ(nodes_of(*model, OpKind::embedding), windows);
+      // Each layer's first step adds b_hh; then the windows' losses are summed.
+      EXPECT_EQ(nodes_of(*model, OpKind::add), layers + windows - 1);
+      int64_t adding = 0, projections = 0;
+      for (const Node& node : model->graph.nodes()) {
+        if (node.op != OpKind::linear) continue;
+        if (node.inputs.size() == 4) {
+          ++adding;
+          EXPECT_TRUE(model->graph.value(node.inputs[1]).name.ends_with(".weight_hh")) << node.name;
+        } else {
+          ++projections;
+        }
       }
-    }
-    EXPECT_EQ(adding, layers * (steps - 1));
-    std::vector<std::string> names;
-    for (ValueId p : model->params) names.push_back(model->graph.value(p).name);
-    std::vector<std::string> expected = {"embedding.weight"};
-    for (const char* layer : {"lstm.l0.", "lstm.l1."}) {
-      for (const char* p : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
-        expected.push_back(std::string(layer) + p);
+      EXPECT_EQ(adding, layers * (seq_len - 1));
+      EXPECT_EQ(projections, windows * (layers + 1));
+      std::vector<std::string> names;
+      for (ValueId p : model->params) names.push_back(model->graph.value(p).name);
+      std::vector<std::string> expected = {"embedding.weight"};
+      for (const char* layer : {"lstm.l0.", "lstm.l1."}) {
+        for (const char* p : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+          expected.push_back(std::string(layer) + p);
+        }
       }
+      expected.insert(expected.end(), {"decoder.weight", "decoder.bias"});
+      EXPECT_EQ(names, expected);
+      EXPECT_EQ(model->graph.value(model->params[1]).type.shape, (Shape{4 * 8, 8}));
+      EXPECT_EQ(model->graph.value(model->params[3]).type.shape, (Shape{4 * 8}));
     }
-    expected.insert(expected.end(), {"decoder.weight", "decoder.bias"});
-    EXPECT_EQ(names, expected);
-    EXPECT_EQ(model->graph.value(model->params[1]).type.shape, (Shape{4 * width, width}));
-    EXPECT_EQ(model->graph.value(model->params[3]).type.shape, (Shape{4 * width}));
   }
   // seq2seq: an encoder and a decoder of `layers` layers over `steps` steps each.
-  ModelOptions pairs = lm;
-  pairs.name = "seq2seq";
+  const ModelOptions pairs{
+      .name = "seq2seq", .batch = 2, .depth = 2, .width = 8, .seq_len = steps, .vocab = 11};
   auto seq2seq = build_model(pairs, true);
   ASSERT_TRUE(seq2seq.is_ok()) << seq2seq.message();
   EXPECT_EQ(nodes_of(*seq2seq, OpKind::lstm_cell), 2 * layers * steps);

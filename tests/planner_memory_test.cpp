@@ -1,8 +1,8 @@
 // The planner's resident memory per node of the step graph, and the bound
 // README.md states: planning a step holds at most 4 KiB per node (the graph,
 // its reordered copy, the kernels made for their workspace sizes and two
-// memory plans; about 3.9 KiB measured here on lstm-lm at 2500 steps, some
-// 112,000 nodes, and at 5000 steps).
+// memory plans; about 3.5 KiB measured here on lstm-lm at 3200 steps, some
+// 106,000 nodes).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -32,7 +32,7 @@ TEST(PlannerMemory, StaysWithinTheBoundPerNode) {
   // The high-water mark of this process before planning: the libraries, the
   // op table and the backend; the planner's bytes are what it adds.
   PlanRequest request;
-  request.step.model = ModelOptions{.name = "lstm-lm", .batch = 1, .seq_len = 2500};
+  request.step.model = ModelOptions{.name = "lstm-lm", .batch = 1, .seq_len = 3200};
   request.step.threads = 2;
   const size_t before = status_bytes("VmHWM");
   ASSERT_GT(before, 0u) << "no VmHWM in /proc/self/status";

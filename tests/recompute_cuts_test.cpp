@@ -1,11 +1,13 @@
 // Checkpoint candidates made of several values (cuts), and recomputation on
-// the unrolled lstm-lm, whose time steps are separated by such cuts only.
+// the unrolled lstm-lm, whose windows and time steps are separated by such
+// cuts only.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "autodiff/autodiff.h"
 #include "memfit/plan.h"
+#include "models/zoo.h"
 #include "passes/recompute.h"
 #include "passes/recompute_strategy.h"
 
@@ -89,14 +91,15 @@ size_t activation_bytes(int64_t seq_len, Recompute recompute) {
 }
 
 TEST(RecomputeCuts, UnrolledLstmGrowsLinearlySqrtAndLogarithmically) {
-  // 32 -> 128 steps: none keeps every step (x4), sqrt about sqrt(4) = 2
-  // times more segment bytes, recursive two more levels (log2: 5 -> 7).
-  const size_t none_s = activation_bytes(32, Recompute::none);
-  const size_t none_l = activation_bytes(128, Recompute::none);
-  const size_t sqrt_s = activation_bytes(32, Recompute::sqrt);
-  const size_t sqrt_l = activation_bytes(128, Recompute::sqrt);
-  const size_t rec_s = activation_bytes(32, Recompute::recursive);
-  const size_t rec_l = activation_bytes(128, Recompute::recursive);
+  // 4 -> 16 windows: none keeps every step (x4), sqrt about sqrt(4) = 2
+  // times more segment bytes, recursive two more levels.
+  const int64_t s = 4 * kLstmWindow, l = 16 * kLstmWindow;
+  const size_t none_s = activation_bytes(s, Recompute::none);
+  const size_t none_l = activation_bytes(l, Recompute::none);
+  const size_t sqrt_s = activation_bytes(s, Recompute::sqrt);
+  const size_t sqrt_l = activation_bytes(l, Recompute::sqrt);
+  const size_t rec_s = activation_bytes(s, Recompute::recursive);
+  const size_t rec_l = activation_bytes(l, Recompute::recursive);
   ASSERT_GT(none_s, 0u);
   EXPECT_LT(sqrt_l * 2, none_l);  // well below
   EXPECT_LT(rec_l, sqrt_l);
@@ -105,11 +108,12 @@ TEST(RecomputeCuts, UnrolledLstmGrowsLinearlySqrtAndLogarithmically) {
   };
   EXPECT_GT(ratio(none_s, none_l), 3.0);
   EXPECT_LT(ratio(none_s, none_l), 4.5);
-  // Beside a constant part (gradients of the parameters, the head's
-  // temporaries), sqrt adds a few segments' bytes, recursive a few cuts'.
+  // Beside a constant part (gradients of the parameters, a window's decoder
+  // logits and their gradient), sqrt adds a few segments' bytes, recursive a
+  // few cuts'.
   const size_t none_growth = none_l - none_s, sqrt_growth = sqrt_l - sqrt_s;
   const size_t rec_growth = rec_l > rec_s ? rec_l - rec_s : 0;
-  EXPECT_LT(sqrt_growth * 10, none_growth);
+  EXPECT_LT(sqrt_growth * 5, none_growth);
   EXPECT_LT(rec_growth * 2, sqrt_growth);
 }
 

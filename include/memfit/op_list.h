@@ -51,7 +51,7 @@
   MEMFIT_OP(transpose, PermAttrs, 1, 1)                      \
   MEMFIT_OP(concat, AxisAttrs, 1, -1)                        \
   MEMFIT_OP(slice, SliceAttrs, 1, 1)                         \
-  MEMFIT_OP(slice_grad, SliceAttrs, 1, 1)                    \
+  MEMFIT_OP(slice_grad, SliceAttrs, 1, 2)                    \
   MEMFIT_OP(split, SplitAttrs, 1, 1)                         \
   MEMFIT_OP(pad, PadAttrs, 1, 1)                             \
   MEMFIT_OP(pad_grad, PadAttrs, 1, 1)                        \

@@ -39,9 +39,28 @@ inline float random_uniform(uint64_t seed, uint64_t step, uint64_t key, uint64_t
   return static_cast<float>(random_bits(seed, step, key, index) >> 8) * (1.0f / 16777216.0f);
 }
 
-// Dropout keeps element `index` when its uniform draw is at least p.
+// The four 32-bit words of one Philox block: words 4 b .. 4 b + 3 of stream
+// `key` at `step` (dropout draws four elements per block).
+inline std::array<uint32_t, 4> random_block(uint64_t seed, uint64_t step, uint64_t key, uint64_t block) {
+  const std::array<uint32_t, 4> counter = {
+      static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+      static_cast<uint32_t>(step), static_cast<uint32_t>(key)};
+  const std::array<uint32_t, 2> philox_key = {
+      static_cast<uint32_t>(seed) ^ static_cast<uint32_t>(step >> 32),
+      static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(key >> 32)};
+  return philox4x32(counter, philox_key);
+}
+
+// Whether a 32-bit draw keeps its element under dropout with probability p:
+// its top 24 bits, as a uniform float in [0, 1), are at least p.
+inline bool dropout_keeps_word(uint32_t word, float p) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f) >= p;
+}
+
+// Dropout keeps element `index` when its uniform draw, word index % 4 of
+// block index / 4, is at least p.
 inline bool dropout_keeps(uint64_t seed, uint64_t step, uint64_t key, uint64_t index, float p) {
-  return random_uniform(seed, step, key, index) >= p;
+  return dropout_keeps_word(random_block(seed, step, key, index / 4)[index % 4], p);
 }
 
 }  // namespace memfit

@@ -2,7 +2,7 @@
 // the planner sees (and may recompute or swap) every step's activations:
 // - lstm-lm: the language model of Zaremba et al. 2014 ("medium": 2 layers of
 //   650 units, 35 steps, a 10,000-token vocabulary), dropout 0.2 between layers,
-//   built time-major (each step's input projection, decoder and loss apart);
+//   built in windows of kLstmWindow steps (see build_lstm_lm);
 // - seq2seq: an encoder-decoder of Luong et al. 2015 (4 layers of 1000 units,
 //   a 50,000-token vocabulary on each side), the decoder starting from the
 //   encoder's final states, with global "general" attention over the encoder's
@@ -11,6 +11,7 @@
 // their parameters carry its names (weight_ih_l0, ...). A step is the input
 // projection x w_ih^T + b_ih, one linear that adds h w_hh^T + b_hh into it
 // (the gates, (N, 4H)), and one lstm_cell for the rest (src/ops/ops_lstm.cpp).
+#include <algorithm>
 #include <cmath>
 
 #include "models/zoo.h"
@@ -18,41 +19,61 @@
 namespace memfit {
 namespace {
 
+struct LstmParams {
+  ValueId w_ih, w_hh, b_ih, b_hh;
+};
+
+LstmParams lstm_params(ModelBuilder& b, const std::string& name, int64_t in, int64_t hidden) {
+  const int64_t h4 = 4 * hidden;
+  const Init init{Init::Kind::uniform, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden)))};
+  return {b.parameter(name + ".weight_ih", {h4, in}, init),
+          b.parameter(name + ".weight_hh", {h4, hidden}, init),
+          b.parameter(name + ".bias_ih", {h4}, init), b.parameter(name + ".bias_hh", {h4}, init)};
+}
+
 struct LstmOutput {
   ValueId sequence;  // (N, T, H)
   ValueId h, c;      // (N, H): the last step's states
 };
 
+// How a layer gathers its outputs into the sequence (N, T, H).
+enum class Gather {
+  at_end,   // one concat of the T steps after the last
+  running,  // a concat after every step: (N, t, H) -> (N, t + 1, H), so that
+            // between two steps one value holds the outputs so far (a cut of
+            // few values for recomputation), at O(T^2) bytes copied
+};
+
 // One LSTM layer over x (N, T, In); h0, c0 (N, H) may be invalid (zeros).
-LstmOutput lstm_layer(ModelBuilder& b, const std::string& name, ValueId x, int64_t hidden,
-                      ValueId h0, ValueId c0) {
+LstmOutput lstm_layer(ModelBuilder& b, const std::string& name, const LstmParams& p, ValueId x,
+                      ValueId h0, ValueId c0, Gather gather) {
   if (!x.valid()) return {};
   const Shape xs = b.shape(x);
-  const int64_t n = xs[0], steps = xs[1], in = xs[2], h4 = 4 * hidden;
-  const Init init{Init::Kind::uniform, static_cast<float>(1.0 / std::sqrt(static_cast<double>(hidden)))};
-  const ValueId w_ih = b.parameter(name + ".weight_ih", {h4, in}, init);
-  const ValueId w_hh = b.parameter(name + ".weight_hh", {h4, hidden}, init);
-  const ValueId b_ih = b.parameter(name + ".bias_ih", {h4}, init);
-  const ValueId b_hh = b.parameter(name + ".bias_hh", {h4}, init);
+  const int64_t n = xs[0], steps = xs[1], in = xs[2], hidden = b.shape(p.w_hh)[1], h4 = 4 * hidden;
   // The input projections of every step at once: (N*T, In) -> (N, T, 4H).
   const ValueId xw = b.reshape(
-      b.op(OpKind::linear, {b.reshape(x, {n * steps, in}), w_ih, b_ih}, NoAttrs{}, name + ".ih"),
+      b.op(OpKind::linear, {b.reshape(x, {n * steps, in}), p.w_ih, p.b_ih}, NoAttrs{}, name + ".ih"),
       {n, steps, h4});
-  ValueId h = h0, c = c0;
+  ValueId h = h0, c = c0, sequence;
   std::vector<ValueId> outputs;
   for (int64_t t = 0; t < steps; ++t) {
     const ValueId xw_t = b.reshape(b.slice(xw, 1, t, t + 1), {n, h4});
     // h w_hh^T + b_hh added into xw_t; with no initial state, W_hh h is zero
     // but the bias b_hh still counts.
     const ValueId gates = h.valid()
-                              ? b.op(OpKind::linear, {h, w_hh, b_hh, xw_t}, NoAttrs{}, name + ".hh")
-                              : b.add(xw_t, b_hh);
+                              ? b.op(OpKind::linear, {h, p.w_hh, p.b_hh, xw_t}, NoAttrs{}, name + ".hh")
+                              : b.add(xw_t, p.b_hh);
     const ModelBuilder::LstmState state = b.lstm_cell(name + ".cell", gates, c);
     h = state.h;
     c = state.c;
-    outputs.push_back(b.reshape(h, {n, 1, hidden}));
+    const ValueId step = b.reshape(h, {n, 1, hidden});
+    if (gather == Gather::running) {
+      sequence = t == 0 ? step : b.concat({sequence, step}, 1);
+    } else {
+      outputs.push_back(step);
+    }
   }
-  const ValueId sequence = steps == 1 ? outputs[0] : b.concat(outputs, 1);
+  if (gather == Gather::at_end) sequence = steps == 1 ? outputs[0] : b.concat(outputs, 1);
   return {sequence, h, c};
 }
 
@@ -69,9 +90,11 @@ LstmStack lstm_stack(ModelBuilder& b, const std::string& name, ValueId x, int64_
   for (int64_t l = 0; l < layers; ++l) {
     if (l > 0) x = b.dropout(x, 0.2f);
     const auto k = static_cast<size_t>(l);
+    const std::string layer_name = name + ".l" + std::to_string(l);
+    const LstmParams params = lstm_params(b, layer_name, b.shape(x)[2], hidden);
     const LstmOutput layer =
-        lstm_layer(b, name + ".l" + std::to_string(l), x, hidden, h0.empty() ? ValueId() : h0[k],
-                   c0.empty() ? ValueId() : c0[k]);
+        lstm_layer(b, layer_name, params, x, h0.empty() ? ValueId() : h0[k],
+                   c0.empty() ? ValueId() : c0[k], Gather::at_end);
     x = layer.sequence;
     out.h.push_back(layer.h);
     out.c.push_back(layer.c);
@@ -87,75 +110,76 @@ Status check_sizes(const ModelOptions& o) {
 
 }  // namespace
 
-// tokens (N, T) -> embedding -> LSTM layers -> decoder (N, V) per step.
-// Built time-major, one step at a time (embedding, every layer's cell, the
-// decoder and the step's cross-entropy), so that between two steps only the
-// states (h, c) of each layer and the running loss sum cross: a cut of
-// 2 layers + 1 values, which recomputation can checkpoint
-// (checkpoint_candidates in src/passes/recompute_strategy.h). The function is
-// PyTorch's embedding -> nn.LSTM -> linear -> mean cross-entropy over all
-// N x T tokens: the loss is sum_t (mean over N of step t) / T.
+// tokens (N, T) -> embedding -> LSTM layers -> decoder -> mean cross-entropy
+// over all N x T tokens: PyTorch's embedding -> nn.LSTM -> linear ->
+// cross-entropy. Built in windows of kLstmWindow steps (the last one
+// shorter), each window layer by layer as PyTorch runs it: the window's
+// embedding and each layer's input projection in one node, the recurrence a
+// step at a time, then one decoder and one cross-entropy over the window's
+// N x K tokens. Between two windows only the states (h, c) of each layer and
+// the running loss sum cross; within a layer, a step's h, c, the outputs so
+// far (Gather::running) and the window's projection. Both are cuts of few
+// values that recomputation can checkpoint (checkpoint_candidates in
+// src/passes/recompute_strategy.h), so memory can grow with the sequence as
+// sqrt(T) or log(T). The loss is (sum over windows of K x the window's
+// mean) / T.
 Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   MEMFIT_RETURN_IF_ERROR(check_sizes(o));
   ModelBuilder b(o.name, training, o.dropout);
-  const int64_t n = o.batch, steps = o.seq_len, w = o.width, v = o.vocab, h4 = 4 * w;
+  const int64_t n = o.batch, steps = o.seq_len, w = o.width, v = o.vocab;
   const ValueId tokens = b.token_input("tokens", {n, steps});
   const ValueId labels = b.labels(Shape{n, steps});
-  // Parameters in the order (and with the names) of the layer-major model.
+  // Parameters in the order (and with the names) of the PyTorch model.
   const ValueId table = b.parameter("embedding.weight", {v, w}, Init{Init::Kind::uniform, 1.0f});
   const Init init{Init::Kind::uniform, static_cast<float>(1.0 / std::sqrt(static_cast<double>(w)))};
-  struct Layer {
-    ValueId w_ih, w_hh, b_ih, b_hh;
-    ValueId h, c;  // (N, W): the last step's states; invalid before the first (zeros)
-  };
-  std::vector<Layer> layers;
-  for (int64_t l = 0; l < o.depth; ++l) {
-    const std::string name = "lstm.l" + std::to_string(l);
-    layers.push_back({b.parameter(name + ".weight_ih", {h4, w}, init),
-                      b.parameter(name + ".weight_hh", {h4, w}, init),
-                      b.parameter(name + ".bias_ih", {h4}, init),
-                      b.parameter(name + ".bias_hh", {h4}, init), ValueId(), ValueId()});
-  }
+  std::vector<LstmParams> params;
+  for (int64_t l = 0; l < o.depth; ++l) params.push_back(lstm_params(b, "lstm.l" + std::to_string(l), w, w));
   const ValueId dec_w = b.parameter("decoder.weight", {v, w}, init);
   const ValueId dec_b = b.parameter("decoder.bias", {v}, init);
-  ValueId sum;                  // f32 scalar: the cross-entropies of the steps so far
-  std::vector<ValueId> logits;  // (N, 1, V) per step; kept only for evaluation graphs
-  for (int64_t t = 0; t < steps; ++t) {
-    const ValueId ids = b.reshape(b.slice(tokens, 1, t, t + 1), {n});
-    ValueId x = b.dropout(b.op(OpKind::embedding, {ids, table}, NoAttrs{}, "embedding"), 0.2f);
-    for (size_t l = 0; l < layers.size(); ++l) {
-      Layer& layer = layers[l];
+  std::vector<ValueId> h(params.size()), c(params.size());  // invalid before the first step (zeros)
+  ValueId sum;                  // f32 scalar: the windows' losses so far, weighted K / T
+  std::vector<ValueId> logits;  // (N, K, V) per window; kept only for evaluation graphs
+  for (int64_t first = 0; first < steps; first += kLstmWindow) {
+    const int64_t k = std::min(kLstmWindow, steps - first), end = first + k;
+    const ValueId window_tokens = b.slice(tokens, 1, first, end);  // (N, K)
+    ValueId x = b.dropout(
+        b.reshape(b.op(OpKind::embedding, {b.reshape(window_tokens, {n * k}), table}, NoAttrs{},
+                       "embedding"),
+                  {n, k, w}),
+        0.2f);
+    for (size_t l = 0; l < params.size(); ++l) {
       if (l > 0) x = b.dropout(x, 0.2f);
-      const std::string name = "lstm.l" + std::to_string(l);
-      const ValueId xw =
-          b.op(OpKind::linear, {x, layer.w_ih, layer.b_ih}, NoAttrs{}, name + ".ih");  // (N, 4W)
-      // h w_hh^T + b_hh added into xw; with no initial state, W_hh h is zero
-      // but the bias b_hh still counts.
-      const ValueId gates =
-          layer.h.valid()
-              ? b.op(OpKind::linear, {layer.h, layer.w_hh, layer.b_hh, xw}, NoAttrs{}, name + ".hh")
-              : b.add(xw, layer.b_hh);
-      const ModelBuilder::LstmState state = b.lstm_cell(name + ".cell", gates, layer.c);
-      layer.h = state.h;
-      layer.c = state.c;
-      x = layer.h;
+      const LstmOutput layer = lstm_layer(b, "lstm.l" + std::to_string(l), params[l], x, h[l], c[l],
+                                          Gather::running);
+      x = layer.sequence;
+      h[l] = layer.h;
+      c[l] = layer.c;
     }
-    const ValueId y =
-        b.op(OpKind::linear, {b.dropout(x, 0.2f), dec_w, dec_b}, NoAttrs{}, "decoder");
-    if (!training) logits.push_back(b.reshape(y, {n, 1, v}));
-    const ValueId step_labels = b.reshape(b.slice(labels, 1, t, t + 1), {n});
-    const ValueId loss =
-        b.op(OpKind::softmax_cross_entropy, {y, step_labels}, NoAttrs{}, "step_loss");
-    sum = t == 0 ? loss : b.add(sum, loss);
-    if (training && t + 1 == steps) logits.push_back(y);
+    const ValueId y = b.op(OpKind::linear, {b.reshape(b.dropout(x, 0.2f), {n * k, w}), dec_w, dec_b},
+                           NoAttrs{}, "decoder");  // (N*K, V)
+    if (!training) logits.push_back(b.reshape(y, {n, k, v}));
+    const ValueId window_labels = b.reshape(b.slice(labels, 1, first, end), {n * k});
+    if (k == steps) {  // one window: its mean is the loss
+      sum = b.op(OpKind::softmax_cross_entropy, {y, window_labels}, NoAttrs{}, "loss");
+    } else {
+      const ValueId loss =
+          b.op(OpKind::softmax_cross_entropy, {y, window_labels}, NoAttrs{}, "window_loss");
+      const ValueId weighted =
+          b.op(OpKind::scale, {loss}, ScaleAttrs{static_cast<float>(k)}, "window_loss_weighted");
+      sum = first == 0 ? weighted : b.add(sum, weighted);
+    }
+    if (training && end == steps) logits.push_back(y);
   }
-  // Evaluation: the logits of every token, (N, T, V) -> (N*T, V) as before;
-  // training: the last step's (N, V), which only tells the class count.
-  const ValueId all = training || steps == 1 ? logits.back() : b.concat(logits, 1);
+  // Evaluation: the logits of every token, (N, T, V) -> (N*T, V); training:
+  // the last window's (N*K, V), which only tells the class count.
+  const ValueId all = training || logits.size() == 1 ? logits.back() : b.concat(logits, 1);
   // The step program reads the loss by its name, "loss".
-  const ScaleAttrs mean{static_cast<float>(1.0 / static_cast<double>(steps))};
-  b.set_loss(training ? all : b.reshape(all, {n * steps, v}),
-             b.op(OpKind::scale, {sum}, mean, "loss"));
+  const ValueId loss =
+      steps <= kLstmWindow
+          ? sum
+          : b.op(OpKind::scale, {sum}, ScaleAttrs{static_cast<float>(1.0 / static_cast<double>(steps))},
+                 "loss");
+  b.set_loss(training ? all : b.reshape(all, {n * steps, v}), loss);
   return b.finish();
 }
 

@@ -13,7 +13,10 @@ Result<Model> build_resnet(const ModelOptions& options, bool training);
 Result<Model> build_resnet_cifar(const ModelOptions& options, bool training);
 // torchvision's vgg16, without batch norm.
 Result<Model> build_vgg16(const ModelOptions& options, bool training);
-// LSTM models, unrolled over time (lstm.cpp).
+// LSTM models, unrolled over time (lstm.cpp). lstm-lm runs its sequence in
+// windows of kLstmWindow steps (Zaremba et al.'s 35): each window's input
+// projections, decoder and loss are single nodes over its N x K tokens.
+inline constexpr int64_t kLstmWindow = 35;
 Result<Model> build_lstm_lm(const ModelOptions& options, bool training);
 Result<Model> build_seq2seq(const ModelOptions& options, bool training);
 // Transformers (transformer.cpp).

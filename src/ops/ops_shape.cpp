@@ -94,6 +94,10 @@ Result<Types> infer_slice_grad(const Types& in, const Attrs& attrs) {
   Shape y = a.shape;
   y[static_cast<size_t>(a.axis)] = a.end - a.start;
   if (y != in[0].shape) return Status::error("dy " + shape_string(in[0].shape) + " should be " + shape_string(y));
+  if (in.size() == 2) MEMFIT_RETURN_IF_ERROR(ops::expect_f32(in[1], -1, "acc"));
+  if (in.size() == 2 && in[1].shape != a.shape) {
+    return Status::error("acc " + shape_string(in[1].shape) + " should be " + shape_string(a.shape));
+  }
   return Types{ops::f32(a.shape)};
 }
 
@@ -300,9 +304,12 @@ void register_shape_ops(OpTableBuilder& table) {
   OpInfo slice_grad = ops::new_op(OpKind::slice_grad);
   slice_grad.infer = infer_slice_grad;
   slice_grad.examples = [] {
-    return std::vector<OpExample>{ops::example({ops::f32({2, 3, 3})}, SliceAttrs{1, 1, 4, {2, 5, 3}})};
+    return std::vector<OpExample>{
+        ops::example({ops::f32({2, 3, 3})}, SliceAttrs{1, 1, 4, {2, 5, 3}}),
+        ops::example({ops::f32({2, 2, 3}), ops::f32({2, 5, 3})}, SliceAttrs{1, 3, 5, {2, 5, 3}})};
   };
   slice_grad.emitted_by = {OpKind::slice};
+  slice_grad.inplace = {{1, 0}};  // acc: each element read once, before its output is written
   table.add(slice_grad);
 
   OpInfo split = ops::new_op(OpKind::split);

@@ -2,10 +2,11 @@
 //
 // An add node y = add(x0, x1) fuses with the producer p of one operand
 // (x1 first: autodiff adds each new part to the running total, add(total,
-// part)) when p is a matmul of two inputs, that operand has no reader but
-// the add and is no graph output, and both operands have y's type. The add
-// becomes matmul(p's a, p's b, the other operand) with p's attributes, and p
-// is dropped. The fused node sits where the add was: p's inputs are defined
+// part)) when p is a matmul of two inputs or a slice_grad of one, that
+// operand has no reader but the add and is no graph output, and both
+// operands have y's type. The add becomes matmul(p's a, p's b, the other
+// operand) or slice_grad(p's dy, the other operand) with p's attributes, and
+// p is dropped. The fused node sits where the add was: p's inputs are defined
 // before p, hence before the add, and the other operand before the add.
 #include "passes/fuse_gradient_sums.h"
 
@@ -36,11 +37,14 @@ Graph fuse_gradient_sums(const Graph& graph, size_t* fused) {
       const NodeId p = graph.value(part).producer;
       if (!p.valid() || dropped[p.idx()] || readers[part.idx()] != 1) continue;
       const Node& product = graph.node(p);
-      if (product.op != OpKind::matmul || product.inputs.size() != 2) continue;
+      const bool matmul = product.op == OpKind::matmul && product.inputs.size() == 2;
+      const bool slice_grad = product.op == OpKind::slice_grad && product.inputs.size() == 1;
+      if (!matmul && !slice_grad) continue;
       Node& node = out.node(NodeId(static_cast<int32_t>(n)));
-      node.op = OpKind::matmul;
+      node.op = product.op;
       node.attrs = product.attrs;
-      node.inputs = {product.inputs[0], product.inputs[1], add.inputs[1 - k]};
+      node.inputs = product.inputs;
+      node.inputs.push_back(add.inputs[1 - k]);
       dropped[p.idx()] = true;
       ++count;
       break;

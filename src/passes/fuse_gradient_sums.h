@@ -1,10 +1,13 @@
 // Gradient sums written into by their products. Autodiff sums the gradient
 // contributions of a value with add nodes (a weight used at every step of an
-// unrolled network gets one contribution per step); where a contribution is
-// a matmul read by nothing but its add, the pass makes the matmul add its
-// product into the running sum instead (matmul's optional third input c),
-// which the planner then writes in place: the product needs no buffer of
-// its own and the sum is not read and written again by a separate add.
+// unrolled network gets one contribution per step; a sequence sliced once per
+// step gets one slice_grad per step); where a contribution is a matmul or a
+// slice_grad read by nothing but its add, the pass makes it add its part into
+// the running sum instead (matmul's optional third input c, slice_grad's
+// second input acc), which the planner then writes in place: the part needs
+// no buffer of its own and the sum is not read and written again by a
+// separate add (a slice_grad then touches only its slice, not the zeros
+// around it).
 #pragma once
 
 #include <cstddef>
@@ -13,9 +16,9 @@
 
 namespace memfit {
 
-// `graph` with every such add and matmul pair made one matmul(a, b, c), at the
-// add's place in the order, writing the add's output value; `fused` (if given)
-// receives how many pairs were fused.
+// `graph` with every such pair made one matmul(a, b, c) or slice_grad(dy,
+// acc), at the add's place in the order, writing the add's output value;
+// `fused` (if given) receives how many pairs were fused.
 Graph fuse_gradient_sums(const Graph& graph, size_t* fused = nullptr);
 
 }  // namespace memfit

@@ -23,7 +23,7 @@ namespace {
 
 template <typename Op>
 void apply(const float* a, const float* b, float* y, int64_t count, Op op) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (worth_threads(static_cast<size_t>(count) * 3 * sizeof(float)))
   for (int64_t i = 0; i < count; ++i) y[i] = op(a[i], b[i]);
 }
 
@@ -105,7 +105,7 @@ class BroadcastBinaryKernel final : public Kernel {
     const auto* b = static_cast<const float*>(args.inputs[1]);
     auto* y = static_cast<float*>(args.outputs[0]);
     const int64_t sa = step_[0], sb = step_[1];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast<size_t>(rows_ * len_) * 3 * sizeof(float)))
     for (int64_t row = 0; row < rows_; ++row) {
       int64_t rest = row, at_a = 0, at_b = 0;
       for (size_t d = dims_.size(); d-- > 0;) {

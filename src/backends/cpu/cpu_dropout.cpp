@@ -1,9 +1,13 @@
 // dropout: y = x / (1 - p) where the counter-based generator keeps element i
-// (dropout_keeps(seed, micro_step, key, i, p), src/core/random.h), else 0.
+// (dropout_keeps(seed, micro_step, key, i, p), src/core/random.h), else 0;
+// one Philox block gives the draws of four elements.
 // Each element's draw depends on its index only, so the mask is the
 // reference kernel's bit for bit, on any number of threads, and a recomputed
 // dropout draws the same mask. The division is in double, rounded once, as
 // in the reference. In place: y may be x.
+#include <algorithm>
+#include <array>
+
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dnnl_util.h"
 #include "core/random.h"
@@ -21,10 +25,16 @@ class DropoutKernel final : public Kernel {
     const double keep_fraction = 1.0 - static_cast<double>(attrs_.p);
     const auto seed = args.step.seed;
     const auto step = static_cast<uint64_t>(args.step.micro_step);
+    // One Philox block draws four elements.
+    const int64_t blocks = (count_ + 3) / 4;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count_; ++i) {
-      const bool keep = dropout_keeps(seed, step, attrs_.key, static_cast<uint64_t>(i), attrs_.p);
-      y[i] = keep ? static_cast<float>(x[i] / keep_fraction) : 0.0f;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const std::array<uint32_t, 4> words = random_block(seed, step, attrs_.key, static_cast<uint64_t>(b));
+      const int64_t end = std::min(count_, 4 * b + 4);
+      for (int64_t i = 4 * b; i < end; ++i) {
+        const bool keep = dropout_keeps_word(words[static_cast<size_t>(i - 4 * b)], attrs_.p);
+        y[i] = keep ? static_cast<float>(x[i] / keep_fraction) : 0.0f;
+      }
     }
   }
 

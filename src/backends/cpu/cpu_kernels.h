@@ -3,11 +3,19 @@
 // node, which the backend turns into a Status.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "runtime/kernel.h"
 
 namespace memfit::cpu {
+
+// Whether a loop over `bytes` of memory is worth the OpenMP team: below this
+// size one thread finishes a copy or an add before threads asleep in the team
+// (OMP_WAIT_POLICY=passive) are awake, so the small per-time-step nodes of an
+// unrolled LSTM run on the calling thread alone (`#pragma omp parallel for
+// if(worth_threads(bytes))`). The results do not depend on it.
+inline bool worth_threads(size_t bytes) { return bytes >= (size_t{1} << 18); }
 
 // conv2d, conv3d and their gradients; conv_transpose2d, conv_transpose3d
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);

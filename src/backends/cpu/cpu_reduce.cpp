@@ -35,7 +35,7 @@ class ReduceKernel final : public Kernel {
     auto* y = static_cast<float*>(args.outputs[0]);
     const int64_t blocks = (b_ + kBlock - 1) / kBlock;
     const double divisor = mean_ ? static_cast<double>(r_) : 1.0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast<size_t>(a_ * r_ * b_) * sizeof(float)))
     for (int64_t task = 0; task < a_ * blocks; ++task) {
       const int64_t a = task / blocks;
       const int64_t b0 = task % blocks * kBlock;
@@ -76,7 +76,7 @@ class ScatteredReduceKernel final : public Kernel {
     const auto* x = static_cast<const float*>(args.inputs[0]);
     auto* y = static_cast<float*>(args.outputs[0]);
     const size_t rank = reduced_dims_.size();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast<size_t>(outputs_ * count_) * sizeof(float)))
     for (int64_t o = 0; o < outputs_; ++o) {
       int64_t rest = o, base = 0;
       for (size_t d = kept_dims_.size(); d-- > 0;) {

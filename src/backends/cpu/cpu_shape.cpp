@@ -45,7 +45,7 @@ class TransposeKernel final : public Kernel {
     const auto* x = static_cast<const char*>(args.inputs[0]);
     auto* y = static_cast<char*>(args.outputs[0]);
     const size_t run_bytes = static_cast<size_t>(run_) * element_;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast<size_t>(rows_) * run_bytes))
     for (int64_t row = 0; row < rows_; ++row) {
       // The x offset of y's row `row` (its index over y's leading dimensions).
       int64_t rest = row, offset = 0;
@@ -66,7 +66,8 @@ class TransposeKernel final : public Kernel {
 
 // Around the axis, x is (outer, len, inner): slice copies elements
 // [start, end) of len from each outer row; slice_grad writes dy there and
-// zeros elsewhere.
+// zeros elsewhere, or, given acc (f32), adds dy into acc there (in place when
+// the planner gave dx acc's buffer).
 class SliceKernel final : public Kernel {
  public:
   SliceKernel(bool grad, const Shape& full, const SliceAttrs& attrs, size_t element)
@@ -86,7 +87,12 @@ class SliceKernel final : public Kernel {
     const size_t before = static_cast<size_t>(start_ * inner_) * element_;
     const auto* in = static_cast<const char*>(args.inputs[0]);
     auto* out = static_cast<char*>(args.outputs[0]);
-#pragma omp parallel for schedule(static)
+    if (grad_ && args.inputs.size() == 2) {
+      accumulate(static_cast<const float*>(args.inputs[0]), static_cast<const float*>(args.inputs[1]),
+                 static_cast<float*>(args.outputs[0]));
+      return;
+    }
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast<size_t>(outer_) * row))
     for (int64_t o = 0; o < outer_; ++o) {
       const auto k = static_cast<size_t>(o);
       if (grad_) {
@@ -101,6 +107,21 @@ class SliceKernel final : public Kernel {
   }
 
  private:
+  void accumulate(const float* dy, const float* acc, float* dx) const {
+    const int64_t row = len_ * inner_, block = part_ * inner_;
+    if (dx != acc) {
+      const auto bytes = static_cast<size_t>(outer_ * row) * sizeof(float);
+      std::memcpy(dx, acc, bytes);
+    }
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast<size_t>(outer_ * block) * sizeof(float)))
+    for (int64_t o = 0; o < outer_; ++o) {
+      float* out = dx + o * row + start_ * inner_;
+      const float* part = dy + o * block;
+#pragma omp simd
+      for (int64_t j = 0; j < block; ++j) out[j] += part[j];
+    }
+  }
+
   bool grad_;
   size_t element_;
   int64_t outer_ = 1, inner_ = 1, len_ = 1, start_ = 0, part_ = 0;
@@ -137,7 +158,7 @@ class ConcatKernel final : public Kernel {
 
   void run(const KernelArgs& args) override {
     const auto pieces = static_cast<int64_t>(blocks_.size());
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (worth_threads(static_cast<size_t>(outer_) * row_))
     for (int64_t o = 0; o < outer_; ++o) {
       for (int64_t k = 0; k < pieces; ++k) {
         const auto piece = static_cast<size_t>(k);
@@ -168,7 +189,7 @@ class FillKernel final : public Kernel {
   FillKernel(float value, int64_t count) : value_(value), count_(count) {}
   void run(const KernelArgs& args) override {
     auto* y = static_cast<float*>(args.outputs[0]);
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (worth_threads(static_cast<size_t>(count_) * sizeof(float)))
     for (int64_t i = 0; i < count_; ++i) y[i] = value_;
   }
 

@@ -102,7 +102,8 @@ void ref_slice(const RefCall& call) {
   }
 }
 
-// dx is zero outside [start, end) along the axis and dy inside it.
+// dx is zero outside [start, end) along the axis and dy inside it; with a
+// second input acc, dx is acc outside and acc + dy inside (f32 only).
 void ref_slice_grad(const RefCall& call) {
   const auto& attrs = call.attrs<SliceAttrs>();
   const AxisView dy_view = axis_view(call.in[0].shape, attrs.axis);
@@ -113,6 +114,17 @@ void ref_slice_grad(const RefCall& call) {
   const size_t elem = dtype_size(call.out[0].dtype);
   const char* dy = in_bytes(call, 0);
   char* dx = out_bytes(call, 0);
+  if (call.in.size() == 2) {
+    const float* acc = call.in_f32(1);
+    float* out = call.out_f32(0);
+    const auto* part = reinterpret_cast<const float*>(dy);
+    if (out != acc) std::memmove(out, acc, static_cast<size_t>(num_elements(call.out[0].shape)) * sizeof(float));
+    for (int64_t o = 0; o < dx_view.outer; ++o) {
+      float* row = out + (o * dx_view.len + attrs.start) * dx_view.inner;
+      for (int64_t j = 0; j < block; ++j) row[j] += part[o * block + j];
+    }
+    return;
+  }
   // All-zero bytes are 0.0f and 0 alike.
   std::memset(dx, 0, static_cast<size_t>(num_elements(call.out[0].shape)) * elem);
   for (int64_t o = 0; o < dx_view.outer; ++o) {
