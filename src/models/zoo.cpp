@@ -65,7 +65,7 @@ const std::vector<ZooEntry>& zoo() {
     const std::string vgg = std::string("VGG-16 (Simonyan and Zisserman 2015), ") + torchvision;
     e.push_back({{"vgg16", vgg, K::images, imagenet, 1000}, imagenet_sizes, build_vgg16});
     e.push_back({{"lstm-lm",
-                  "LSTM language model (Zaremba et al. 2014, medium), unrolled in windows of 35 steps",
+                  "LSTM language model (Zaremba et al. 2014, medium), unrolled in windows of 7 steps",
                   K::tokens, {35}, 10000},
                  {.name = {}, .depth = 2, .width = 650, .seq_len = 35, .vocab = 10000},
                  build_lstm_lm});
