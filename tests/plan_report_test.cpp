@@ -307,6 +307,7 @@ TEST(PlanTrainingStep, PhasesFollowTheGraphsParts) {
     PlanRequest request = lenet_request();
     request.step.accumulate = accumulate;
     request.step.blocked_layouts = false;  // no reorder nodes between the model's
+    request.step.fuse = false;             // nor fused ones in their place
     const PlanReport report = plan_training_step(request).value();
     // Forward: the model's own nodes. Update: per parameter, the optimizer
     // node, and with accumulation also the sum and the accumulator's reset.

@@ -75,4 +75,7 @@
   MEMFIT_OP(adamw_update, AdamWAttrs, 4, 4)                  \
   MEMFIT_OP(to_host, NoAttrs, 1, 1)                          \
   MEMFIT_OP(to_device, NoAttrs, 1, 1)                        \
-  MEMFIT_OP(swap_wait, NoAttrs, 2, 2)
+  MEMFIT_OP(swap_wait, NoAttrs, 2, 2)                        \
+  MEMFIT_OP(conv2d_relu, Conv2dAttrs, 2, 3)                  \
+  MEMFIT_OP(conv2d_add, Conv2dAttrs, 3, 4)                   \
+  MEMFIT_OP(linear_relu, NoAttrs, 2, 3)

@@ -31,7 +31,9 @@ struct StepSpec {
   // (resolve_techniques).
   std::optional<Policy> policy;
   bool share = true;  // false: every value and workspace in a slice of its own (policy none)
-  bool fuse = true;   // matmuls add into the gradient sums they feed (fuse_gradient_sums)
+  bool fuse = true;   // forward ops fused into their products (fuse_forward_ops), and
+                      // matmuls and slice_grads add into the gradient sums they feed
+                      // (fuse_gradient_sums)
   // The backend's blocked layout for convolution networks' values, with
   // reorder nodes where they meet other ops (assign_layouts); false: all plain.
   bool blocked_layouts = true;

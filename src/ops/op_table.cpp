@@ -30,6 +30,7 @@ const std::array<OpInfo, kNumOps>& table() {
     register_reduce_ops(builder);
     register_optimizer_ops(builder);
     register_swap_ops(builder);
+    register_fused_ops(builder);
     std::array<OpInfo, kNumOps> by_op;
     std::array<bool, kNumOps> seen{};
     for (OpInfo& info : builder.infos()) {

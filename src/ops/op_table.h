@@ -115,5 +115,6 @@ void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, 
 void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill
 void register_optimizer_ops(OpTableBuilder& table);    // sgd_update, adamw_update
 void register_swap_ops(OpTableBuilder& table);         // to_host, to_device, swap_wait
+void register_fused_ops(OpTableBuilder& table);        // conv2d_relu, conv2d_add, linear_relu
 
 }  // namespace memfit

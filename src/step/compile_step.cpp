@@ -2,6 +2,7 @@
 
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
+#include "passes/fuse_forward_ops.h"
 #include "passes/fuse_gradient_sums.h"
 #include "passes/recompute_policy.h"
 #include "runtime/backend_plan.h"
@@ -15,9 +16,32 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
   return Status::error("unknown backend '" + name + "'; use cpu or reference");
 }
 
+namespace {
+
+// `model` with its forward ops fused (fuse_forward_ops), its value ids
+// following the renumbering.
+Model fused_model(Model model) {
+  std::vector<ValueId> map;
+  model.graph = fuse_forward_ops(model.graph, nullptr, &map);
+  if (map.empty()) return model;
+  auto remap = [&](ValueId& v) {
+    if (v.valid()) v = map[v.idx()];
+  };
+  for (ValueId& v : model.inputs) remap(v);
+  for (ValueId& v : model.params) remap(v);
+  remap(model.labels);
+  remap(model.logits);
+  remap(model.loss);
+  return model;
+}
+
+}  // namespace
+
 Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
-                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out) {
+                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
+                               bool fuse) {
   MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(options, true));
+  if (fuse) model = fused_model(std::move(model));
   Graph& g = model.graph;
   MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,
                                                        1.0f / static_cast<float>(accumulate)));
@@ -76,7 +100,8 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   MEMFIT_ASSIGN_OR_RETURN(step.backend, make_backend(spec.backend, spec.threads));
   const UpdateMode mode = spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
   MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(spec.model, spec.accumulate,
-                                                        spec.optimizer, mode, &step.model));
+                                                        spec.optimizer, mode, &step.model,
+                                                        spec.fuse));
   if (spec.fuse) graph = fuse_gradient_sums(graph);
   if (spec.blocked_layouts) {
     MEMFIT_ASSIGN_OR_RETURN(graph, assign_layouts(graph, *step.backend, &step.layouts));
@@ -99,7 +124,7 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   if (build.accumulate_only && spec.accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(spec.model, spec.accumulate,
                                                         spec.optimizer, UpdateMode::accumulate,
-                                                        nullptr));
+                                                        nullptr, spec.fuse));
     if (spec.fuse) acc = fuse_gradient_sums(acc);
     if (spec.blocked_layouts) {
       MEMFIT_ASSIGN_OR_RETURN(acc, assign_layouts(acc, *step.backend));

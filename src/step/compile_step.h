@@ -71,9 +71,10 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build =
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
 
 // One step graph as step 3 builds it, in `mode`; `model_out` (may be null)
-// receives the model.
+// receives the model. `fuse`: the forward ops fused first (fuse_forward_ops).
 Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
-                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out);
+                               const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
+                               bool fuse = false);
 
 // The node times of `model`'s predictions for `step`: roofline, or measured
 // on `backend` (MeasuredCosts, 3 runs of each distinct node).

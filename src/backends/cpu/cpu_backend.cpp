@@ -23,6 +23,8 @@ using KernelFactory = std::unique_ptr<Kernel> (*)(const Graph& graph, const Node
 KernelFactory cpu_factory(OpKind op) {
   switch (op) {
     case OpKind::conv2d:
+    case OpKind::conv2d_relu:
+    case OpKind::conv2d_add:
     case OpKind::conv2d_grad_input:
     case OpKind::conv2d_grad_weight:
     case OpKind::conv3d:
@@ -55,6 +57,7 @@ KernelFactory cpu_factory(OpKind op) {
       return cpu::make_norm_kernel;
     case OpKind::matmul:
     case OpKind::linear:
+    case OpKind::linear_relu:
       return cpu::make_matmul_kernel;
     case OpKind::relu:
     case OpKind::relu_grad:
@@ -170,12 +173,16 @@ class CpuBackend final : public Backend {
     };
     switch (node.op) {
       case OpKind::conv2d:
+      case OpKind::conv2d_relu:
+      case OpKind::conv2d_add:
       case OpKind::conv3d: {
         // x with fewer channels than a block (an image) is read as it is;
         // oneDNN's fast kernels take a plain x only for such first layers.
+        // conv2d_add's residual r (input 2) is in y's layout.
         const bool image = graph.value(node.inputs[0]).type.shape[1] < layout_block(blocked_);
-        return image ? BlockedOperands{Kind::seed, 0, 0b1, 0b1}
-                     : BlockedOperands{Kind::seed, 0b1, 0, 0b1};
+        const uint32_t residual = node.op == OpKind::conv2d_add ? 0b100 : 0;
+        return image ? BlockedOperands{Kind::seed, residual, 0b1, 0b1}
+                     : BlockedOperands{Kind::seed, 0b1 | residual, 0, 0b1};
       }
       case OpKind::conv2d_grad_input:
       case OpKind::conv3d_grad_input:

@@ -72,32 +72,39 @@ ArgBuffer read_weights(PrimitiveKernel& kernel, const memory::desc& chosen,
 
 // The forward primitive descriptor; also the hint of the backward ones.
 // An empty `b` means no bias.
-dnnl::convolution_forward::primitive_desc forward_pd(const memory::desc& x, const memory::desc& w,
-                                                     const memory::desc& b, const memory::desc& y,
-                                                     const ConvGeometry& g) {
+dnnl::convolution_forward::primitive_desc forward_pd(
+    const memory::desc& x, const memory::desc& w, const memory::desc& b, const memory::desc& y,
+    const ConvGeometry& g, const dnnl::primitive_attr& attr = kernel_attr()) {
   const dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training,
                                              algorithm::convolution_direct, x, w, b, y, g.strides,
                                              g.dilates, g.padding_l, g.padding_r);
-  return {desc, kernel_attr(), engine()};
+  return {desc, attr, engine()};
 }
 
 // x (N, C, S...), w (O, C/g, K...), optional b (O) -> y (N, O, OS...); A is
 // Conv2dAttrs or Conv3dAttrs, and S... two or three spatial dimensions. x and
-// y in their values' layouts.
+// y in their values' layouts. The fused conv2d_relu applies a ReLU post-op;
+// conv2d_add (x, w, r [, b]) starts y as r and adds the convolution into it
+// with a sum post-op.
 template <class A>
 std::unique_ptr<Kernel> conv_kernel(const Graph& graph, const Node& node) {
   const ConvGeometry g = geometry(std::get<A>(node.attrs));
   const memory::desc x = input_md(graph, node, 0);
   const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
   const memory::desc y = output_md(graph, node, 0);
-  const bool bias = node.inputs.size() == 3;
-  const memory::desc b = bias ? plain_md(input_shape(graph, node, 2)) : memory::desc();
-  const auto pd = forward_pd(x, weights_choice(w, touches_blocked(graph, node)), b, y, g);
-  auto kernel = std::make_unique<PrimitiveKernel>();
+  const bool residual = node.op == OpKind::conv2d_add;
+  const size_t bias_input = residual ? 3 : 2;
+  const bool bias = node.inputs.size() > bias_input;
+  const memory::desc b = bias ? plain_md(input_shape(graph, node, bias_input)) : memory::desc();
+  const auto pd = forward_pd(x, weights_choice(w, touches_blocked(graph, node)), b, y, g,
+                             post_op_attr(residual, node.op == OpKind::conv2d_relu));
+  std::unique_ptr<PrimitiveKernel> kernel =
+      residual ? std::make_unique<AddIntoKernel>(graph.value(node.outputs[0]).bytes(), 2)
+               : std::make_unique<PrimitiveKernel>();
   std::vector<ArgBuffer> args = {input_arg(DNNL_ARG_SRC, 0, x),
                                  read_weights(*kernel, pd.weights_desc(), w, 1),
                                  output_arg(DNNL_ARG_DST, 0, y)};
-  if (bias) args.push_back(input_arg(DNNL_ARG_BIAS, 2, b));
+  if (bias) args.push_back(input_arg(DNNL_ARG_BIAS, bias_input, b));
   kernel->add(pd, args);
   return kernel;
 }
@@ -221,6 +228,8 @@ bool conv_supported(const Node& node) {
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::conv2d:
+    case OpKind::conv2d_relu:
+    case OpKind::conv2d_add:
       return conv_kernel<Conv2dAttrs>(graph, node);
     case OpKind::conv2d_grad_input:
       return conv_grad_input_kernel<Conv2dGradAttrs>(graph, node);

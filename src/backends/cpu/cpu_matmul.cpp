@@ -4,7 +4,8 @@
 // post-op: y holds c first (it is c when the planner wrote y in place), then
 // y += product. oneDNN may add c to partial sums over blocks of K, so the
 // result agrees with a matmul (linear) followed by an add within float
-// rounding, not always bit for bit.
+// rounding, not always bit for bit. linear_relu applies its ReLU as an
+// eltwise post-op, on the float result: the bits of linear then relu.
 #include <cstring>
 #include <utility>
 #include <variant>
@@ -38,30 +39,10 @@ memory::desc matrix_md(const Shape& stored, bool transposed, size_t rank) {
   return memory::desc(to_dims(dims), memory::data_type::f32, strides);
 }
 
-// y = c (input `c_input`), then the primitives (which add into y).
-class AddIntoKernel final : public PrimitiveKernel {
- public:
-  AddIntoKernel(size_t bytes, size_t c_input) : bytes_(bytes), c_input_(c_input) {}
-  void run(const KernelArgs& args) override {
-    const void* c = args.inputs[c_input_];
-    if (args.outputs[0] != c) std::memcpy(args.outputs[0], c, bytes_);
-    PrimitiveKernel::run(args);
-  }
-
- private:
-  size_t bytes_;
-  size_t c_input_;
-};
-
-// The attributes of a matmul primitive, with a sum post-op when it adds into y.
-dnnl::primitive_attr matmul_attr(bool add_into) {
-  dnnl::primitive_attr attr = kernel_attr();
-  if (add_into) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    attr.set_post_ops(sum);
-  }
-  return attr;
+// The attributes of a matmul primitive, with a sum post-op when it adds into
+// y and a ReLU after it for linear_relu.
+dnnl::primitive_attr matmul_attr(bool add_into, bool relu = false) {
+  return post_op_attr(add_into, relu);
 }
 
 std::unique_ptr<PrimitiveKernel> primitive_kernel(const Graph& graph, const Node& node,
@@ -89,6 +70,7 @@ std::unique_ptr<Kernel> matmul_kernel(const Graph& graph, const Node& node) {
 
 // x (N, I), w (O, I), optional b (O) [, c (N, O)] -> y (N, O) = x w^T + b [+ c]:
 // w is the transposed weights operand, b a (1, O) bias broadcast over the rows.
+// linear_relu: y = relu(x w^T + b), the ReLU an eltwise post-op.
 std::unique_ptr<Kernel> linear_kernel(const Graph& graph, const Node& node) {
   const memory::desc x = plain_md(input_shape(graph, node, 0));
   const memory::desc w = matrix_md(input_shape(graph, node, 1), true, 2);
@@ -103,7 +85,8 @@ std::unique_ptr<Kernel> linear_kernel(const Graph& graph, const Node& node) {
   const dnnl::matmul::desc desc =
       bias ? dnnl::matmul::desc(x, w, b, y) : dnnl::matmul::desc(x, w, y);
   std::unique_ptr<PrimitiveKernel> kernel = primitive_kernel(graph, node, add_into, 3);
-  kernel->add(dnnl::matmul::primitive_desc(desc, matmul_attr(add_into), engine()), args);
+  const bool relu = node.op == OpKind::linear_relu;
+  kernel->add(dnnl::matmul::primitive_desc(desc, matmul_attr(add_into, relu), engine()), args);
   return kernel;
 }
 
@@ -114,6 +97,7 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node)
     case OpKind::matmul:
       return matmul_kernel(graph, node);
     case OpKind::linear:
+    case OpKind::linear_relu:
       return linear_kernel(graph, node);
     default:
       MEMFIT_CHECK(false);

@@ -1,6 +1,7 @@
 #include "backends/cpu/dnnl_util.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -148,5 +149,21 @@ void PrimitiveKernel::run(const KernelArgs& args) {
 }
 
 void PrimitiveKernel::finish(const KernelArgs&) {}
+
+void AddIntoKernel::run(const KernelArgs& args) {
+  const void* c = args.inputs[c_input_];
+  if (args.outputs[0] != c) std::memcpy(args.outputs[0], c, bytes_);
+  PrimitiveKernel::run(args);
+}
+
+dnnl::primitive_attr post_op_attr(bool sum, bool relu) {
+  dnnl::primitive_attr attr = kernel_attr();
+  if (!sum && !relu) return attr;
+  dnnl::post_ops ops;
+  if (sum) ops.append_sum(1.0f);
+  if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  attr.set_post_ops(ops);
+  return attr;
+}
 
 }  // namespace memfit::cpu

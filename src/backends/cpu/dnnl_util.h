@@ -117,4 +117,20 @@ class PrimitiveKernel : public Kernel {
   size_t scratchpad_bytes_ = 0;  // the largest scratchpad of a step
 };
 
+// y = input `c_input` (copied unless the planner wrote y in place over it),
+// then the primitives, which add into y with a sum post-op.
+class AddIntoKernel final : public PrimitiveKernel {
+ public:
+  AddIntoKernel(size_t bytes, size_t c_input) : bytes_(bytes), c_input_(c_input) {}
+  void run(const KernelArgs& args) override;
+
+ private:
+  size_t bytes_;
+  size_t c_input_;
+};
+
+// kernel_attr() with post-ops: a sum (y += the primitive's result, for
+// AddIntoKernel) and then a ReLU, each when asked for.
+dnnl::primitive_attr post_op_attr(bool sum, bool relu);
+
 }  // namespace memfit::cpu

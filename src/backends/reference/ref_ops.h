@@ -10,6 +10,11 @@ namespace memfit {
 void ref_matmul(const RefCall& call);
 void ref_linear(const RefCall& call);
 
+// ref_fused.cpp
+void ref_conv2d_relu(const RefCall& call);
+void ref_conv2d_add(const RefCall& call);
+void ref_linear_relu(const RefCall& call);
+
 // ref_conv.cpp
 void ref_conv2d(const RefCall& call);
 void ref_conv2d_grad_input(const RefCall& call);

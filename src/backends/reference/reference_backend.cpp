@@ -21,6 +21,12 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_linear;
     case OpKind::conv2d:
       return &ref_conv2d;
+    case OpKind::conv2d_relu:
+      return &ref_conv2d_relu;
+    case OpKind::conv2d_add:
+      return &ref_conv2d_add;
+    case OpKind::linear_relu:
+      return &ref_linear_relu;
     case OpKind::conv2d_grad_input:
       return &ref_conv2d_grad_input;
     case OpKind::conv2d_grad_weight:
