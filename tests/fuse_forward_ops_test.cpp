@@ -28,10 +28,16 @@ TEST(FuseForwardOps, FusesEachProductIntoItsFollower) {
     ModelOptions model;
     FusedOps expected;
   };
-  // lenet: conv + relu, pool, twice, then linear + relu, linear; vgg16: 13 convolutions and 2 hidden linears,
-  // each with a ReLU; resnet-cifar depth 11: each of its 3 pre-activation
-  // bottleneck blocks ends in a convolution added to its shortcut.
-  for (const Case& c : {Case{kLenet, {2, 0, 1}}, Case{kVgg, {13, 0, 2}}, Case{kResnetCifar, {0, 3, 0}}}) {
+  // lenet: conv + relu, pool, twice, then linear + relu, linear; vgg16: 13
+  // convolutions and 2 hidden linears, each with a ReLU; resnet-cifar depth
+  // 11: each of its 3 pre-activation bottleneck blocks has 3 batch norms with
+  // a ReLU and ends in a convolution added to its shortcut, and a batch norm
+  // with a ReLU comes before the pooling; resnet18: the stem's batch norm and
+  // the first of each of the 8 blocks' two (the second's ReLU follows the
+  // residual add).
+  const ModelOptions resnet18{.name = "resnet18", .batch = 2, .image_size = 16, .classes = 4, .width = 4};
+  for (const Case& c : {Case{kLenet, {2, 0, 1, 0}}, Case{kVgg, {13, 0, 2, 0}},
+                        Case{kResnetCifar, {0, 3, 0, 10}}, Case{resnet18, {0, 0, 0, 9}}}) {
     SCOPED_TRACE(c.model.name);
     const Model model = build_model(c.model, true).value();
     FusedOps fused;
@@ -41,6 +47,7 @@ TEST(FuseForwardOps, FusesEachProductIntoItsFollower) {
     EXPECT_EQ(fused.conv_relu, c.expected.conv_relu);
     EXPECT_EQ(fused.conv_add, c.expected.conv_add);
     EXPECT_EQ(fused.linear_relu, c.expected.linear_relu);
+    EXPECT_EQ(fused.norm_relu, c.expected.norm_relu);
     EXPECT_EQ(out.num_nodes(), model.graph.num_nodes() - fused.total());
     EXPECT_EQ(count_of(out, OpKind::conv2d_relu), fused.conv_relu);
     EXPECT_EQ(count_of(out, OpKind::conv2d_add), fused.conv_add);
@@ -111,7 +118,9 @@ TEST_P(ForwardFusion, KeepsTheUnfusedStep) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ForwardFusion,
                          ::testing::Values(kLenet, ModelOptions{.name = "mlp", .batch = 4}, kVgg,
-                                           kResnetCifar),
+                                           kResnetCifar,
+                                           ModelOptions{.name = "resnet18", .batch = 2, .image_size = 16,
+                                                        .classes = 4, .width = 8}),
                          testing::model_param_name);
 
 }  // namespace

@@ -227,7 +227,7 @@ TEST(IrTextTest, RoundTripsATrainingStep) {
   expect_round_trip(graph);
   const std::string text = print_graph(graph);
   EXPECT_NE(text.find("node bn = batch_norm(%conv, %bn.gamma, %bn.beta, %bn.mean, %bn.var) "
-                      "{eps=1e-08 momentum=0.3} -> %bn.0 f32[4,5,6,6] activation, %bn.1 f32[5] "
+                      "{eps=1e-08 momentum=0.3 relu=false} -> %bn.0 f32[4,5,6,6] activation, %bn.1 f32[5] "
                       "activation, %bn.2 f32[5] activation, %bn.3 f32[5] activation, %bn.4 "
                       "f32[5] activation\n"),
             std::string::npos)

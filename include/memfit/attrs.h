@@ -230,10 +230,15 @@ struct UpsampleAttrs {
 struct BatchNormAttrs {
   float eps = 1e-5f;
   float momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch
+  // batch_norm, batch_norm_inference: y = relu(normalized), the forward fusion
+  // pass's form of a ReLU after a batch norm (src/passes/fuse_forward_ops.h);
+  // the gradient ops never set it.
+  bool relu = false;
   template <class F>
   void visit_fields(F&& f) {
     f("eps", eps);
     f("momentum", momentum);
+    f("relu", relu);
   }
 };
 

@@ -53,14 +53,31 @@ Result<Types> infer_batch_norm_grad(const Types& in, const Attrs&) {
   return Types{in[0], vec, vec};
 }
 
+// The gradient of y's normalized values: dy, or with the fused ReLU
+// relu_grad(dy, y), the node a separate ReLU's rule emits; and the attributes
+// of the gradient op, which has no ReLU.
+struct NormalizedGrad {
+  ValueId dz;
+  BatchNormAttrs attrs;
+};
+
+Result<NormalizedGrad> normalized_grad(GradContext& ctx) {
+  NormalizedGrad g{ctx.dout(0), ctx.attrs<BatchNormAttrs>()};
+  if (g.attrs.relu) {
+    MEMFIT_ASSIGN_OR_RETURN(g.dz, ctx.emit(OpKind::relu_grad, {ctx.dout(0), ctx.out(0)}));
+    g.attrs.relu = false;
+  }
+  return g;
+}
+
 // Only y carries a gradient: the batch statistics feed the backward pass and
 // the running statistics, neither of which is differentiated.
 Status grad_batch_norm(GradContext& ctx) {
   if (!ctx.dout(0).valid()) return Status::ok();
+  MEMFIT_ASSIGN_OR_RETURN(const NormalizedGrad g, normalized_grad(ctx));
   MEMFIT_ASSIGN_OR_RETURN(
       auto grads, ctx.emit_all(OpKind::batch_norm_grad,
-                               {ctx.dout(0), ctx.in(0), ctx.in(1), ctx.out(1), ctx.out(2)},
-                               ctx.node.attrs));
+                               {g.dz, ctx.in(0), ctx.in(1), ctx.out(1), ctx.out(2)}, g.attrs));
   for (size_t i = 0; i < 3; ++i) ctx.input_grads[i] = grads[i];
   return Status::ok();
 }
@@ -81,13 +98,14 @@ Cost cost_batch_norm_training(const Types& in, const Types& out, const Attrs& at
   return cost;
 }
 
+// The last example with the fused ReLU.
 std::vector<OpExample> batch_norm_examples() {
   std::vector<OpExample> out;
-  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}, Shape{2, 2, 2, 3, 2}}) {
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{5, 3}, Shape{2, 2, 2, 3, 2}, Shape{4, 3, 1, 2}}) {
     const int64_t c = x[1];
     OpExample ex = ops::example(
         {ops::f32(x), ops::f32({c}), ops::f32({c}), ops::f32({c}), ops::f32({c})},
-        BatchNormAttrs{1e-5f, 0.1f});
+        BatchNormAttrs{1e-5f, 0.1f, x.size() == 4 && x[0] == 4});
     ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
     ex.wrt = {0, 1, 2};
     ex.of = {0};
@@ -132,23 +150,26 @@ Result<Types> infer_batch_norm_inference_grad(const Types& in, const Attrs& attr
 
 // The statistics are constants here, so every input but them is differentiated.
 Status grad_batch_norm_inference(GradContext& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(const NormalizedGrad g, normalized_grad(ctx));
   MEMFIT_ASSIGN_OR_RETURN(
       auto grads,
       ctx.emit_all(OpKind::batch_norm_inference_grad,
-                   {ctx.dout(0), ctx.in(0), ctx.in(1), ctx.in(3), ctx.in(4)}, ctx.node.attrs));
+                   {g.dz, ctx.in(0), ctx.in(1), ctx.in(3), ctx.in(4)}, g.attrs));
   for (size_t i = 0; i < 3; ++i) ctx.input_grads[i] = grads[i];
   return Status::ok();
 }
 
 // Forward: (x, gamma, beta, running_mean, running_var); gradient: (dy, x,
 // gamma, running_mean, running_var). A batch of one works: nothing is averaged.
+// The forward op's last example has the fused ReLU.
 std::vector<OpExample> batch_norm_inference_examples(bool grad) {
   std::vector<OpExample> out;
-  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{1, 3}}) {
+  for (const Shape& x : {Shape{3, 2, 3, 2}, Shape{1, 3}, Shape{4, 3, 2, 2}}) {
+    if (grad && x[0] == 4) continue;
     const TensorType c = ops::f32({x[1]});
     OpExample ex = grad ? ops::example({ops::f32(x), ops::f32(x), c, c, c})
                         : ops::example({ops::f32(x), c, c, c, c});
-    ex.attrs = BatchNormAttrs{1e-5f, 0.1f};
+    ex.attrs = BatchNormAttrs{1e-5f, 0.1f, x[0] == 4};
     ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
     if (!grad) ex.wrt = {0, 1, 2};
     out.push_back(ex);

@@ -1,11 +1,13 @@
-// The pass of fuse_forward_ops.h: one walk over the nodes in order; a
-// follower (relu, add) whose operand's producer qualifies takes the
-// producer's inputs and becomes the fused op, and the producer is dropped.
-// The fused node sits where the follower was: the producer's inputs are
-// defined before the producer, hence before the follower, and r before the
-// follower.
+// The pass of fuse_forward_ops.h: one walk over the nodes in order. A relu
+// whose operand's producer qualifies is dropped and the producer becomes the
+// fused op, writing the relu's output where it wrote the operand (so a batch
+// norm's other outputs stay where they were). An add whose operand's producer
+// is a convolution becomes conv2d_add, taking the convolution's inputs, and
+// the convolution is dropped: the fused node sits where the add was, since
+// the convolution's inputs are defined before it, and r before the add.
 #include "passes/fuse_forward_ops.h"
 
+#include <variant>
 #include <vector>
 
 #include "ir/rebuild.h"
@@ -43,14 +45,22 @@ Graph fuse_forward_ops(const Graph& graph, FusedOps* fused, std::vector<ValueId>
     if (follower.op == OpKind::relu) {
       const Node* p = sole_producer(follower.inputs[0]);
       if (p == nullptr) continue;
+      const NodeId p_id = graph.value(follower.inputs[0]).producer;
       const bool conv = plain_product(*p, OpKind::conv2d);
       const bool linear = plain_product(*p, OpKind::linear);
-      if (!conv && !linear) continue;
-      node.op = conv ? OpKind::conv2d_relu : OpKind::linear_relu;
-      node.attrs = p->attrs;
-      node.inputs = p->inputs;
-      dropped[graph.value(follower.inputs[0]).producer.idx()] = true;
-      ++(conv ? count.conv_relu : count.linear_relu);
+      const bool norm = (p->op == OpKind::batch_norm || p->op == OpKind::batch_norm_inference) &&
+                        !std::get<BatchNormAttrs>(p->attrs).relu;
+      if (!conv && !linear && !norm) continue;
+      Node& fused_node = out.node(p_id);
+      if (norm) {
+        std::get<BatchNormAttrs>(fused_node.attrs).relu = true;
+        ++count.norm_relu;
+      } else {
+        fused_node.op = conv ? OpKind::conv2d_relu : OpKind::linear_relu;
+        ++(conv ? count.conv_relu : count.linear_relu);
+      }
+      fused_node.outputs[0] = follower.outputs[0];
+      dropped[n] = true;
     } else if (follower.op == OpKind::add && follower.inputs.size() == 2 &&
                follower.inputs[0] != follower.inputs[1]) {
       const TensorType& y = graph.value(follower.outputs[0]).type;

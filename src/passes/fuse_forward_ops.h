@@ -8,8 +8,10 @@
 //   add(conv2d(x, w [, b]), r), or add(r, conv2d(...)), of r with the
 //   convolution's shape              -> conv2d_add(x, w, r [, b])
 //   relu(linear(x, w [, b]))          -> linear_relu(x, w [, b])
-// (batch norm with ReLU, GELU after a linear and 3-D convolutions are not
-// fused: see docs/ops.md).
+//   relu(batch_norm(...))             -> batch_norm(...) {relu=true}, and the
+//                                        same for batch_norm_inference
+// (GELU after a linear, whose gradient reads the pre-activation, and 3-D
+// convolutions are not fused).
 #pragma once
 
 #include <cstddef>
@@ -21,8 +23,8 @@
 namespace memfit {
 
 struct FusedOps {
-  size_t conv_relu = 0, conv_add = 0, linear_relu = 0;
-  size_t total() const { return conv_relu + conv_add + linear_relu; }
+  size_t conv_relu = 0, conv_add = 0, linear_relu = 0, norm_relu = 0;
+  size_t total() const { return conv_relu + conv_add + linear_relu + norm_relu; }
 };
 
 // `graph` (a forward graph) with every such pair made one fused node at the

@@ -104,7 +104,7 @@ json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 
 grep -q '"cost_model": "roofline",' <<<"$json" || fail "no cost_model: $json"
 grep -Eq '^  "predicted_recompute_seconds": [0-9.e+-]+,$' <<<"$json" || fail "no seconds: $json"
 [ "$(number arena_bytes)" -lt "$plain" ] || fail "--recompute optimal did not shrink $plain: $json"
-out=$("$memfit" plan --model resnet-cifar --depth 56 --batch 2 --recompute milp 2>&1); rc=$?
+out=$("$memfit" plan --model resnet-cifar --depth 110 --batch 2 --recompute milp 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "milp on a large graph exited $rc, not 1"
 grep -q "recompute optimal" <<<"$out" || fail "milp refusal does not suggest optimal: $out"
 json=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --json \

@@ -57,6 +57,10 @@ void zero_padding(const BlockedView& v, int64_t k, float* out) {
   });
 }
 
+// The fused ReLU (BatchNormAttrs::relu) over a normalized value, as the
+// eltwise kernels compute it.
+inline float relu_if(bool relu, float y) { return relu && !(y > 0.0f) ? 0.0f : y; }
+
 // Inputs x, gamma, beta, running_mean, running_var; outputs y, mean, var,
 // new_running_mean, new_running_var (ref_batch_norm's formulas).
 class BatchNormKernel final : public Kernel {
@@ -103,8 +107,9 @@ class BatchNormKernel final : public Kernel {
       }
       for_each_position(v_, k, [&](int64_t at) {
         for (int64_t l = 0; l < lanes; ++l) {
-          y[at + l] = static_cast<float>(gamma[c0 + l] * (x[at + l] - saved_mean[l]) * inv_std[l] +
-                                         beta[c0 + l]);
+          y[at + l] = relu_if(attrs_.relu, static_cast<float>(gamma[c0 + l] * (x[at + l] - saved_mean[l]) *
+                                                                  inv_std[l] +
+                                                              beta[c0 + l]));
         }
       });
       zero_padding(v_, k, y);
@@ -199,7 +204,8 @@ class BatchNormInferenceKernel final : public Kernel {
       }
       for_each_position(v_, k, [&](int64_t at) {
         for (int64_t l = 0; l < lanes; ++l) {
-          y[at + l] = static_cast<float>(gamma[c0 + l] * (x[at + l] - mu[l]) * inv_std[l] + beta[c0 + l]);
+          y[at + l] = relu_if(attrs_.relu, static_cast<float>(gamma[c0 + l] * (x[at + l] - mu[l]) * inv_std[l] +
+                                                              beta[c0 + l]));
         }
       });
       zero_padding(v_, k, y);

@@ -31,6 +31,23 @@ dnnl::batch_normalization_forward::primitive_desc forward_pd(const memory::desc&
   return {desc, kernel_attr(), engine()};
 }
 
+// The fused ReLU (BatchNormAttrs::relu) over y in plain layout, after
+// oneDNN's normalization: the bits of a separate ReLU.
+void relu_in_place(float* y, int64_t count) {
+#pragma omp parallel for simd schedule(static) if (worth_threads(static_cast<size_t>(count) * sizeof(float)))
+  for (int64_t i = 0; i < count; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+// The inference kernel with the fused ReLU.
+class ReluAfterKernel final : public PrimitiveKernel {
+ public:
+  explicit ReluAfterKernel(int64_t count) : count_(count) {}
+
+ private:
+  void finish(const KernelArgs& args) override { relu_in_place(static_cast<float*>(args.outputs[0]), count_); }
+  int64_t count_;
+};
+
 // Inputs x (N, C, H, W) or (N, C), gamma, beta, running_mean, running_var (C);
 // outputs y (like x), mean, var, new_running_mean, new_running_var (C).
 class BatchNormKernel final : public PrimitiveKernel {
@@ -38,6 +55,8 @@ class BatchNormKernel final : public PrimitiveKernel {
   // x: x's and y's descriptor, in their layout.
   BatchNormKernel(const Shape& x_shape, const memory::desc& x, const BatchNormAttrs& attrs)
       : channels_(x_shape[1]),
+        relu_(attrs.relu),
+        elements_(num_elements(x_shape)),
         momentum_(attrs.momentum),
         m_(static_cast<float>(num_elements(x_shape) / x_shape[1])) {
     const memory::desc c = plain_md({channels_});
@@ -52,6 +71,7 @@ class BatchNormKernel final : public PrimitiveKernel {
   // not: var_unbiased = var m / (m - 1).
   // Each element is read before it is written, so running and new may alias.
   void finish(const KernelArgs& args) override {
+    if (relu_) relu_in_place(static_cast<float*>(args.outputs[0]), elements_);
     const auto* mean = static_cast<const float*>(args.outputs[1]);
     const auto* var = static_cast<const float*>(args.outputs[2]);
     const auto* running_mean = static_cast<const float*>(args.inputs[3]);
@@ -65,6 +85,8 @@ class BatchNormKernel final : public PrimitiveKernel {
   }
 
   int64_t channels_;
+  bool relu_;
+  int64_t elements_;
   float momentum_;
   float m_;  // elements per channel: N H W
 };
@@ -107,7 +129,8 @@ std::unique_ptr<Kernel> batch_norm_inference_kernel(const Graph& graph, const No
   const Shape& x_shape = input_shape(graph, node, 0);
   const memory::desc x = same_layout_md(graph, node, 0);
   const memory::desc c = plain_md({x_shape[1]});
-  auto kernel = std::make_unique<PrimitiveKernel>();
+  std::unique_ptr<PrimitiveKernel> kernel =
+      attrs.relu ? std::make_unique<ReluAfterKernel>(num_elements(x_shape)) : std::make_unique<PrimitiveKernel>();
   kernel->add(inference_pd(x, attrs.eps),
               {input_arg(DNNL_ARG_SRC, 0, x), input_arg(DNNL_ARG_SCALE, 1, c),
                input_arg(DNNL_ARG_SHIFT, 2, c), input_arg(DNNL_ARG_MEAN, 3, c),

@@ -25,9 +25,14 @@ ChannelView channel_view(const Shape& x) {
   return {x[0], x[1], dims_product(x, 2, x.size())};
 }
 
+// The fused ReLU (BatchNormAttrs::relu) over a normalized value, as ref_relu
+// computes it.
+float relu_if(bool relu, float y) { return relu && !(y > 0.0f) ? 0.0f : y; }
+
 }  // namespace
 
-// Outputs: y (like x), mean (C), var (C, biased), new_running_mean (C), new_running_var (C).
+// Outputs: y (like x), mean (C), var (C, biased), new_running_mean (C), new_running_var (C);
+// y = relu(normalized) with attrs.relu.
 void ref_batch_norm(const RefCall& call) {
   const auto& attrs = call.attrs<BatchNormAttrs>();
   const ChannelView v = channel_view(call.in[0].shape);
@@ -72,7 +77,8 @@ void ref_batch_norm(const RefCall& call) {
     for (int64_t in = 0; in < v.n; ++in) {
       for (int64_t s = 0; s < v.spatial; ++s) {
         const size_t at = v.at(in, ch, s);
-        y[at] = static_cast<float>(gamma[ch] * (x[at] - saved_mean) * inv_std + beta[ch]);
+        y[at] = relu_if(attrs.relu,
+                        static_cast<float>(gamma[ch] * (x[at] - saved_mean) * inv_std + beta[ch]));
       }
     }
     new_running_mean[ch] =
@@ -139,8 +145,10 @@ void ref_batch_norm_inference(const RefCall& call) {
     for (int64_t in = 0; in < v.n; ++in) {
       for (int64_t s = 0; s < v.spatial; ++s) {
         const size_t at = v.at(in, ch, s);
-        y[at] = static_cast<float>(
-            gamma[ch] * (x[at] - static_cast<double>(running_mean[ch])) * inv_std + beta[ch]);
+        y[at] = relu_if(attrs.relu,
+                        static_cast<float>(gamma[ch] * (x[at] - static_cast<double>(running_mean[ch])) *
+                                               inv_std +
+                                           beta[ch]));
       }
     }
   }
