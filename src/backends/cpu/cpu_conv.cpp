@@ -234,6 +234,7 @@ std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node) {
     case OpKind::conv2d_grad_input:
       return conv_grad_input_kernel<Conv2dGradAttrs>(graph, node);
     case OpKind::conv2d_grad_weight:
+      if (is_image_conv_grad_weight(graph, node)) return make_image_conv_grad_weight_kernel(graph, node);
       return conv_grad_weight_kernel<Conv2dGradAttrs>(graph, node);
     case OpKind::conv3d:
       return conv_kernel<Conv3dAttrs>(graph, node);

@@ -22,6 +22,11 @@ std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
 // False for the transposed convolutions oneDNN cannot express (an output_padding
 // of pad + stride or more); the reference kernel runs them.
 bool conv_supported(const Node& node);
+// conv2d_grad_weight of a one-channel plain image (OpenMP loops,
+// cpu_conv_image_grad.cpp), which oneDNN 2.6 runs slowly; make_conv_kernel
+// hands such nodes to it
+bool is_image_conv_grad_weight(const Graph& graph, const Node& node);
+std::unique_ptr<Kernel> make_image_conv_grad_weight_kernel(const Graph& graph, const Node& node);
 // avg_pool2d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
 // max_pool2d, max_pool3d and their gradients, plain or blocked (OpenMP loops)
