@@ -56,7 +56,7 @@
   MEMFIT_OP(pad, PadAttrs, 1, 1)                             \
   MEMFIT_OP(pad_grad, PadAttrs, 1, 1)                        \
   MEMFIT_OP(embedding, NoAttrs, 2, 2)                        \
-  MEMFIT_OP(embedding_grad, ShapeAttrs, 2, 2)                \
+  MEMFIT_OP(embedding_grad, ShapeAttrs, 2, 3)                \
   MEMFIT_OP(causal_mask, CausalMaskAttrs, 1, 1)              \
   MEMFIT_OP(where, NoAttrs, 3, 3)                            \
   MEMFIT_OP(lstm_cell, NoAttrs, 1, 2)                        \

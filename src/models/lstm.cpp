@@ -137,7 +137,7 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   const ValueId dec_w = b.parameter("decoder.weight", {v, w}, init);
   const ValueId dec_b = b.parameter("decoder.bias", {v}, init);
   std::vector<ValueId> h(params.size()), c(params.size());  // invalid before the first step (zeros)
-  ValueId sum;                  // f32 scalar: the windows' losses so far, weighted K / T
+  ValueId sum;                  // f32 scalar: the windows' losses so far, each times its K
   std::vector<ValueId> logits;  // (N, K, V) per window; kept only for evaluation graphs
   for (int64_t first = 0; first < steps; first += kLstmWindow) {
     const int64_t k = std::min(kLstmWindow, steps - first), end = first + k;

@@ -44,6 +44,10 @@ Result<Types> infer_embedding_grad(const Types& in, const Attrs& attrs) {
                          shape_string(gathered_shape(in[1].shape, table[1])) + " for ids " +
                          shape_string(in[1].shape) + " and a table " + shape_string(table));
   }
+  if (in.size() == 3 && in[2] != ops::f32(table)) {
+    return Status::error("acc " + shape_string(in[2].shape) + " should be an f32 table " +
+                         shape_string(table));
+  }
   return Types{ops::f32(table)};
 }
 
@@ -80,11 +84,15 @@ std::vector<OpExample> embedding_examples() {
   return {ex, flat};
 }
 
+// The second adds into a given table acc (fuse_gradient_sums's form).
 std::vector<OpExample> embedding_grad_examples() {
   OpExample ex =
       ops::example({ops::f32({2, 3, 5}), TensorType{{2, 3}, DType::i32}}, ShapeAttrs{{4, 5}});
   ex.init = {InputInit{}, InputInit{InputInit::labels, 4}};
-  return {ex};
+  OpExample acc = ops::example({ops::f32({2, 3, 5}), TensorType{{2, 3}, DType::i32}, ops::f32({4, 5})},
+                               ShapeAttrs{{4, 5}});
+  acc.init = {InputInit{}, InputInit{InputInit::labels, 4}, InputInit{}};
+  return {ex, acc};
 }
 
 Result<Types> infer_causal_mask(const Types& in, const Attrs&) {
@@ -164,6 +172,7 @@ void register_sequence_ops(OpTableBuilder& table) {
   embedding_grad.cost = cost_embedding_grad;
   embedding_grad.examples = embedding_grad_examples;
   embedding_grad.emitted_by = {OpKind::embedding};
+  embedding_grad.inplace = {{2, 0}};  // acc: each element read once, before its output is written
   table.add(embedding_grad);
 
   OpInfo causal_mask = ops::new_op(OpKind::causal_mask);

@@ -2,11 +2,11 @@
 //
 // An add node y = add(x0, x1) fuses with the producer p of one operand
 // (x1 first: autodiff adds each new part to the running total, add(total,
-// part)) when p is a matmul of two inputs or a slice_grad of one, that
-// operand has no reader but the add and is no graph output, and both
-// operands have y's type. The add becomes matmul(p's a, p's b, the other
-// operand) or slice_grad(p's dy, the other operand) with p's attributes, and
-// p is dropped. The fused node sits where the add was: p's inputs are defined
+// part)) when p is a matmul of two inputs, a slice_grad of one or an
+// embedding_grad of two, that operand has no reader but the add and is no
+// graph output, and both operands have y's type. The add becomes p with the
+// other operand appended to its inputs (matmul's c, slice_grad's and
+// embedding_grad's acc) and p's attributes, and p is dropped. The fused node sits where the add was: p's inputs are defined
 // before p, hence before the add, and the other operand before the add.
 #include "passes/fuse_gradient_sums.h"
 
@@ -39,7 +39,8 @@ Graph fuse_gradient_sums(const Graph& graph, size_t* fused) {
       const Node& product = graph.node(p);
       const bool matmul = product.op == OpKind::matmul && product.inputs.size() == 2;
       const bool slice_grad = product.op == OpKind::slice_grad && product.inputs.size() == 1;
-      if (!matmul && !slice_grad) continue;
+      const bool embedding_grad = product.op == OpKind::embedding_grad && product.inputs.size() == 2;
+      if (!matmul && !slice_grad && !embedding_grad) continue;
       Node& node = out.node(NodeId(static_cast<int32_t>(n)));
       node.op = product.op;
       node.attrs = product.attrs;

@@ -5,6 +5,9 @@
 // positions and rounded once, as the reference kernel does (so the bits are
 // the reference's), without its (V, D) buffer of doubles. Zeroing the table,
 // most of whose rows no id names, and the named rows are split across threads.
+// Given acc (fuse_gradient_sums's form), dtable starts as acc (nothing to copy
+// in place) and the named rows add their sums in float, as the add they
+// replace does.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -39,17 +42,23 @@ class EmbeddingGradKernel final : public Kernel {
     starts.push_back(count_);
     const auto groups = static_cast<int64_t>(starts.size()) - 1;
     const auto row_bytes = static_cast<size_t>(dim_) * sizeof(float);
+    const float* acc = args.inputs.size() == 3 ? static_cast<const float*>(args.inputs[2]) : nullptr;
 #pragma omp parallel
     {
+      if (acc == nullptr) {
 #pragma omp for schedule(static)
-      for (int64_t r = 0; r < rows_; ++r) std::memset(dtable + r * dim_, 0, row_bytes);
+        for (int64_t r = 0; r < rows_; ++r) std::memset(dtable + r * dim_, 0, row_bytes);
+      } else if (acc != dtable) {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows_; ++r) std::memcpy(dtable + r * dim_, acc + r * dim_, row_bytes);
+      }
 #pragma omp for schedule(static)
       for (int64_t g = 0; g < groups; ++g) {
         float* row = dtable + static_cast<int64_t>(ids[order[starts[g]]]) * dim_;
         for (int64_t d = 0; d < dim_; ++d) {
           double sum = 0.0;
           for (int64_t i = starts[g]; i < starts[g + 1]; ++i) sum += dy[order[i] * dim_ + d];
-          row[d] = static_cast<float>(sum);
+          row[d] = acc == nullptr ? static_cast<float>(sum) : row[d] + static_cast<float>(sum);
         }
       }
     }

@@ -46,6 +46,16 @@ void ref_embedding_grad(const RefCall& call) {
     double* row = sum.data() + checked_row(call, ids, n, rows) * dim;
     for (int64_t d = 0; d < dim; ++d) row[d] += dy[n * dim + d];
   }
+  if (call.in.size() == 3) {
+    // dtable = acc + the table above, as add rounds it: in double, once.
+    // acc may share dtable's buffer.
+    const float* acc = call.in_f32(2);
+    for (int64_t i = 0; i < rows * dim; ++i) {
+      dtable[i] = static_cast<float>(static_cast<double>(acc[i]) +
+                                     static_cast<double>(static_cast<float>(sum[static_cast<size_t>(i)])));
+    }
+    return;
+  }
   for (int64_t i = 0; i < rows * dim; ++i)
     dtable[i] = static_cast<float>(sum[static_cast<size_t>(i)]);
 }
