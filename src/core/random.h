@@ -23,24 +23,8 @@ inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
   return counter;
 }
 
-// 32 random bits for element `index` of stream `key` at `step` of the run `seed`.
-inline uint32_t random_bits(uint64_t seed, uint64_t step, uint64_t key, uint64_t index) {
-  const std::array<uint32_t, 4> counter = {
-      static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-      static_cast<uint32_t>(step), static_cast<uint32_t>(key)};
-  const std::array<uint32_t, 2> philox_key = {
-      static_cast<uint32_t>(seed) ^ static_cast<uint32_t>(step >> 32),
-      static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(key >> 32)};
-  return philox4x32(counter, philox_key)[0];
-}
-
-// A uniform float in [0, 1) with 24 random bits.
-inline float random_uniform(uint64_t seed, uint64_t step, uint64_t key, uint64_t index) {
-  return static_cast<float>(random_bits(seed, step, key, index) >> 8) * (1.0f / 16777216.0f);
-}
-
-// The four 32-bit words of one Philox block: words 4 b .. 4 b + 3 of stream
-// `key` at `step` (dropout draws four elements per block).
+// The four 32-bit words of Philox block `block` of stream `key` at `step`
+// (random_bits takes word 0; dropout draws four elements per block).
 inline std::array<uint32_t, 4> random_block(uint64_t seed, uint64_t step, uint64_t key, uint64_t block) {
   const std::array<uint32_t, 4> counter = {
       static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
@@ -51,11 +35,22 @@ inline std::array<uint32_t, 4> random_block(uint64_t seed, uint64_t step, uint64
   return philox4x32(counter, philox_key);
 }
 
+// 32 random bits for element `index` of stream `key` at `step` of the run `seed`.
+inline uint32_t random_bits(uint64_t seed, uint64_t step, uint64_t key, uint64_t index) {
+  return random_block(seed, step, key, index)[0];
+}
+
+// A word's top 24 bits as a uniform float in [0, 1).
+inline float uniform_of(uint32_t word) { return static_cast<float>(word >> 8) * (1.0f / 16777216.0f); }
+
+// A uniform float in [0, 1) with 24 random bits.
+inline float random_uniform(uint64_t seed, uint64_t step, uint64_t key, uint64_t index) {
+  return uniform_of(random_bits(seed, step, key, index));
+}
+
 // Whether a 32-bit draw keeps its element under dropout with probability p:
 // its top 24 bits, as a uniform float in [0, 1), are at least p.
-inline bool dropout_keeps_word(uint32_t word, float p) {
-  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f) >= p;
-}
+inline bool dropout_keeps_word(uint32_t word, float p) { return uniform_of(word) >= p; }
 
 // Dropout keeps element `index` when its uniform draw, word index % 4 of
 // block index / 4, is at least p.

@@ -15,7 +15,7 @@
 // add up in float, in output order (the reference adds in double).
 // Planes are independent, so the results do not depend on the thread count.
 // In a blocked layout the loops take a channel block's planes at once, their
-// lanes compared side by side.
+// lanes compared side by side; plain, a block is one plane.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -45,46 +45,13 @@ struct Windows {
     return ((n * channels + c - c % block) * volume) + c % block;
   }
 
-  // Calls f(output index, argmax index) for every output of one volume, both
-  // counted in elements of the plane (multiply by `block` for offsets).
+  // Calls f(output index, argmax index per lane, maximum per lane) for every
+  // output of the `block` planes of one channel block (one plane when plain),
+  // indices counted in elements of a plane (multiply by `block` for offsets),
+  // lane l's elements at offset l. The lanes are compared side by side
+  // (vectorized), each keeping its first maximum.
   template <class F>
   void for_each_argmax(const float* volume, F&& f) const {
-    const int64_t b = block;
-    int64_t o = 0;
-    for (int64_t oz = 0; oz < out[0]; ++oz) {
-      const int64_t z0 = oz * stride[0] - pad[0];
-      const int64_t z_begin = std::max<int64_t>(z0, 0), z_end = std::min(z0 + kernel[0], in[0]);
-      for (int64_t oy = 0; oy < out[1]; ++oy) {
-        const int64_t y0 = oy * stride[1] - pad[1];
-        const int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min(y0 + kernel[1], in[1]);
-        for (int64_t ox = 0; ox < out[2]; ++ox, ++o) {
-          const int64_t x0 = ox * stride[2] - pad[2];
-          const int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + kernel[2], in[2]);
-          int64_t best = (z_begin * in[1] + y_begin) * in[2] + x_begin;
-          float best_value = volume[best * b];
-          for (int64_t z = z_begin; z < z_end; ++z) {
-            for (int64_t y = y_begin; y < y_end; ++y) {
-              const int64_t row = (z * in[1] + y) * in[2];
-              for (int64_t x = x_begin; x < x_end; ++x) {
-                if (volume[(row + x) * b] > best_value) {
-                  best = row + x;
-                  best_value = volume[best * b];
-                }
-              }
-            }
-          }
-          f(o, best);
-        }
-      }
-    }
-  }
-
-  // The same for the `block` planes of one channel block at once (block > 1):
-  // f(output index, argmax index per lane), lane l's elements at offset l.
-  // The lanes are compared side by side (vectorized), each keeping its first
-  // maximum as for_each_argmax does.
-  template <class F>
-  void for_each_block_argmax(const float* volume, F&& f) const {
     constexpr int64_t kMaxBlock = 16;
     const int64_t b = block;
     MEMFIT_CHECK(b <= kMaxBlock);
@@ -155,21 +122,12 @@ class MaxPoolKernel final : public Kernel {
     auto* y = static_cast<float*>(args.outputs[0]);
     const int64_t in = w_.in_volume(), out = w_.out_volume();
     const int64_t b = w_.block;
-    if (b > 1) {
 #pragma omp parallel for schedule(static)
-      for (int64_t p = 0; p < w_.planes; p += b) {
-        float* pooled = y + w_.plane_start(p, out);
-        w_.for_each_block_argmax(x + w_.plane_start(p, in), [&](int64_t o, const int64_t*, const float* value) {
-          std::memcpy(pooled + o * b, value, static_cast<size_t>(b) * sizeof(float));
-        });
-      }
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < w_.planes; ++p) {
-      const float* volume = x + w_.plane_start(p, in);
+    for (int64_t p = 0; p < w_.planes; p += b) {
       float* pooled = y + w_.plane_start(p, out);
-      w_.for_each_argmax(volume, [&](int64_t o, int64_t best) { pooled[o * b] = volume[best * b]; });
+      w_.for_each_argmax(x + w_.plane_start(p, in), [&](int64_t o, const int64_t*, const float* value) {
+        std::memcpy(pooled + o * b, value, static_cast<size_t>(b) * sizeof(float));
+      });
     }
   }
 
@@ -188,29 +146,14 @@ class MaxPoolGradKernel final : public Kernel {
     auto* dx = static_cast<float*>(args.outputs[0]);
     const int64_t in = w_.in_volume(), out = w_.out_volume();
     const int64_t b = w_.block;
-    if (b > 1) {
 #pragma omp parallel for schedule(static)
-      for (int64_t p = 0; p < w_.planes; p += b) {
-        float* grad = dx + w_.plane_start(p, in);
-        const float* upstream = dy + w_.plane_start(p, out);
-        std::memset(grad, 0, static_cast<size_t>(in * b) * sizeof(float));
-        w_.for_each_block_argmax(x + w_.plane_start(p, in), [&](int64_t o, const int64_t* best, const float*) {
-          for (int64_t l = 0; l < b; ++l) grad[best[l] * b + l] += upstream[o * b + l];
-        });
-      }
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < w_.planes; ++p) {
+    for (int64_t p = 0; p < w_.planes; p += b) {
       float* grad = dx + w_.plane_start(p, in);
       const float* upstream = dy + w_.plane_start(p, out);
-      if (b == 1) {
-        std::memset(grad, 0, static_cast<size_t>(in) * sizeof(float));
-      } else {
-        for (int64_t i = 0; i < in; ++i) grad[i * b] = 0;
-      }
-      w_.for_each_argmax(x + w_.plane_start(p, in),
-                         [&](int64_t o, int64_t best) { grad[best * b] += upstream[o * b]; });
+      std::memset(grad, 0, static_cast<size_t>(in * b) * sizeof(float));
+      w_.for_each_argmax(x + w_.plane_start(p, in), [&](int64_t o, const int64_t* best, const float*) {
+        for (int64_t l = 0; l < b; ++l) grad[best[l] * b + l] += upstream[o * b + l];
+      });
     }
   }
 
