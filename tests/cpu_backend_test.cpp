@@ -344,6 +344,45 @@ TEST(CpuBackend, MaxPool2dEqualsReferenceBitForBit) {
   }
 }
 
+// The gradient of max pooling is the float scatter "dx[argmax] += dy" in
+// output order, argmax the window's first maximum, bit for bit: overlapping
+// windows (stride < kernel), ties and padding included.
+TEST(CpuBackend, MaxPool2dGradEqualsTheScatterInOutputOrder) {
+  std::vector<PoolConfig> configs = pool_configs();
+  configs.push_back({{2, 16, 15, 13}, {{3, 3}, {2, 2}, {1, 1}, false}, Fill::ties});
+  for (const PoolConfig& p : configs) {
+    const Shape y = output_of({OpKind::max_pool2d, {p.x}, p.attrs, {}});
+    const OpCase c{OpKind::max_pool2d_grad, {y, p.x}, p.attrs, {Fill::normal, p.fill}};
+    SCOPED_TRACE(describe(c));
+    const OneNode built = build(c);
+    const Node& node = built.graph.node(built.node);
+    auto cpu = make_cpu_backend()->make_kernel(built.graph, built.node).value();
+    const auto values = make_inputs(c, 5);
+    const std::vector<float>& dy = values[0];
+    const std::vector<float>& x = values[1];
+    std::vector<float> expected(x.size(), 0.0f);
+    const int64_t h = p.x[2], w = p.x[3], oh = y[2], ow = y[3];
+    for (int64_t plane = 0; plane < p.x[0] * p.x[1]; ++plane) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          int64_t best = -1;
+          for (int64_t i = 0; i < p.attrs.kernel[0]; ++i) {
+            for (int64_t j = 0; j < p.attrs.kernel[1]; ++j) {
+              const int64_t yy = oy * p.attrs.stride[0] - p.attrs.pad[0] + i;
+              const int64_t xx = ox * p.attrs.stride[1] - p.attrs.pad[1] + j;
+              if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+              const int64_t at = (plane * h + yy) * w + xx;
+              if (best < 0 || x[at] > x[best]) best = at;
+            }
+          }
+          expected[best] += dy[(plane * oh + oy) * ow + ox];
+        }
+      }
+    }
+    EXPECT_EQ(run_kernel(*cpu, built.graph, node, values)->results[0], expected);
+  }
+}
+
 TEST(CpuBackend, AvgPool2d) {
   for (const PoolConfig& p : pool_configs()) {
     check_case({OpKind::avg_pool2d, {p.x}, p.attrs, {}});

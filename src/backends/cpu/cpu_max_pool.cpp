@@ -12,14 +12,21 @@
 // order on ties (strict >), as the reference kernel picks it, so the forward
 // pass equals the reference bit for bit. The gradient sends each dy to its
 // window's argmax; where windows overlap (stride < kernel) the contributions
-// add up in float, in output order (the reference adds in double).
+// add up in float, in output order (the reference adds in double). It finds
+// a channel block's argmaxes first, then gathers each element of dx from the
+// windows that hold it, so that the lanes of a block run side by side.
 // Planes are independent, so the results do not depend on the thread count.
 // In a blocked layout the loops take a channel block's planes at once, their
 // lanes compared side by side; plain, a block is one plane.
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include <omp.h>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dnnl_util.h"
@@ -27,6 +34,10 @@
 
 namespace memfit::cpu {
 namespace {
+
+// Four lanes of a channel block: SSE vectors, which every x86-64 has.
+typedef float Floats4 __attribute__((vector_size(16)));
+typedef int32_t Indices4 __attribute__((vector_size(16)));
 
 // 2-D pooling is the case D = OD = 1 with a window of depth 1.
 struct Windows {
@@ -46,15 +57,13 @@ struct Windows {
   }
 
   // Calls f(output index, argmax index per lane, maximum per lane) for every
-  // output of the `block` planes of one channel block (one plane when plain),
-  // indices counted in elements of a plane (multiply by `block` for offsets),
-  // lane l's elements at offset l. The lanes are compared side by side
-  // (vectorized), each keeping its first maximum.
-  template <class F>
+  // output of the B planes of one channel block (B = block; one plane when
+  // plain), indices counted in elements of a plane (multiply by B for
+  // offsets), lane l's elements at offset l. The lanes are compared side by
+  // side (vectorized: B is a constant, the indices 32-bit as the floats),
+  // each keeping its first maximum.
+  template <int64_t B, class F>
   void for_each_argmax(const float* volume, F&& f) const {
-    constexpr int64_t kMaxBlock = 16;
-    const int64_t b = block;
-    MEMFIT_CHECK(b <= kMaxBlock);
     int64_t o = 0;
     for (int64_t oz = 0; oz < out[0]; ++oz) {
       const int64_t z0 = oz * stride[0] - pad[0];
@@ -65,23 +74,47 @@ struct Windows {
         for (int64_t ox = 0; ox < out[2]; ++ox, ++o) {
           const int64_t x0 = ox * stride[2] - pad[2];
           const int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + kernel[2], in[2]);
-          const int64_t first = (z_begin * in[1] + y_begin) * in[2] + x_begin;
-          int64_t best[kMaxBlock];
-          float best_value[kMaxBlock];
-          for (int64_t l = 0; l < b; ++l) {
-            best[l] = first;
-            best_value[l] = volume[first * b + l];
-          }
-          for (int64_t z = z_begin; z < z_end; ++z) {
-            for (int64_t y = y_begin; y < y_end; ++y) {
-              const int64_t row = (z * in[1] + y) * in[2];
-              for (int64_t x = x_begin; x < x_end; ++x) {
-                const float* v = volume + (row + x) * b;
-#pragma omp simd
-                for (int64_t l = 0; l < b; ++l) {
-                  const bool greater = v[l] > best_value[l];
-                  best[l] = greater ? row + x : best[l];
-                  best_value[l] = greater ? v[l] : best_value[l];
+          const auto first = static_cast<int32_t>((z_begin * in[1] + y_begin) * in[2] + x_begin);
+          alignas(64) int32_t best[B];
+          alignas(64) float best_value[B];
+          if constexpr (B % 4 == 0) {
+            // Four lanes per SSE vector, compared and selected without branches.
+            constexpr int64_t kVectors = B / 4;
+            Floats4 value[kVectors];
+            Indices4 index[kVectors];
+            for (int64_t c = 0; c < kVectors; ++c) {
+              std::memcpy(&value[c], volume + first * B + 4 * c, sizeof(Floats4));
+              index[c] = Indices4{} + first;
+            }
+            for (int64_t z = z_begin; z < z_end; ++z) {
+              for (int64_t y = y_begin; y < y_end; ++y) {
+                const int64_t row = (z * in[1] + y) * in[2];
+                for (int64_t x = x_begin; x < x_end; ++x) {
+                  const float* v = volume + (row + x) * B;
+                  const Indices4 at = Indices4{} + static_cast<int32_t>(row + x);
+                  for (int64_t c = 0; c < kVectors; ++c) {
+                    Floats4 candidate;
+                    std::memcpy(&candidate, v + 4 * c, sizeof(Floats4));
+                    const Indices4 greater = candidate > value[c];
+                    index[c] = greater ? at : index[c];
+                    value[c] = greater ? candidate : value[c];
+                  }
+                }
+              }
+            }
+            std::memcpy(best, index, sizeof(best));
+            std::memcpy(best_value, value, sizeof(best_value));
+          } else {
+            best[0] = first;
+            best_value[0] = volume[first];
+            for (int64_t z = z_begin; z < z_end; ++z) {
+              for (int64_t y = y_begin; y < y_end; ++y) {
+                const int64_t row = (z * in[1] + y) * in[2];
+                for (int64_t x = x_begin; x < x_end; ++x) {
+                  const float v = volume[row + x];
+                  const bool greater = v > best_value[0];
+                  best[0] = greater ? static_cast<int32_t>(row + x) : best[0];
+                  best_value[0] = greater ? v : best_value[0];
                 }
               }
             }
@@ -92,6 +125,20 @@ struct Windows {
     }
   }
 };
+
+// Calls f(std::integral_constant<int64_t, B>) with B = block (1, 8 or 16).
+template <class F>
+void with_block(int64_t block, F&& f) {
+  switch (block) {
+    case 8:
+      return f(std::integral_constant<int64_t, 8>{});
+    case 16:
+      return f(std::integral_constant<int64_t, 16>{});
+    default:
+      MEMFIT_CHECK(block == 1);
+      return f(std::integral_constant<int64_t, 1>{});
+  }
+}
 
 template <class A>
 Windows windows(const Shape& x, const Shape& y, Layout layout, const A& attrs) {
@@ -115,50 +162,136 @@ Windows windows(const Shape& x, const Shape& y, Layout layout, const A& attrs) {
 // x -> y.
 class MaxPoolKernel final : public Kernel {
  public:
-  explicit MaxPoolKernel(const Windows& w) : w_(w) {}
+  explicit MaxPoolKernel(const Windows& w) : w_(w) {
+    MEMFIT_CHECK(w_.in_volume() <= std::numeric_limits<int32_t>::max());
+  }
 
   void run(const KernelArgs& args) override {
     const auto* x = static_cast<const float*>(args.inputs[0]);
     auto* y = static_cast<float*>(args.outputs[0]);
-    const int64_t in = w_.in_volume(), out = w_.out_volume();
-    const int64_t b = w_.block;
+    with_block(w_.block, [&](auto block) {
+      constexpr int64_t B = decltype(block)::value;
+      const int64_t in = w_.in_volume(), out = w_.out_volume();
 #pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < w_.planes; p += b) {
-      float* pooled = y + w_.plane_start(p, out);
-      w_.for_each_argmax(x + w_.plane_start(p, in), [&](int64_t o, const int64_t*, const float* value) {
-        std::memcpy(pooled + o * b, value, static_cast<size_t>(b) * sizeof(float));
-      });
-    }
+      for (int64_t p = 0; p < w_.planes; p += B) {
+        float* pooled = y + w_.plane_start(p, out);
+        w_.for_each_argmax<B>(x + w_.plane_start(p, in), [&](int64_t o, const int32_t*, const float* value) {
+          std::memcpy(pooled + o * B, value, B * sizeof(float));
+        });
+      }
+    });
   }
 
  private:
   Windows w_;
 };
 
-// dy, x -> dx like x.
+// The output windows along one axis that hold input coordinate i: those
+// with o * stride - pad <= i < o * stride - pad + kernel, within [0, out).
+struct WindowRange {
+  int64_t begin, end;
+};
+std::vector<WindowRange> windows_holding(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                                         int64_t out) {
+  std::vector<WindowRange> ranges;
+  for (int64_t i = 0; i < in; ++i) {
+    const int64_t low = i + pad - kernel + 1;
+    const int64_t begin = low <= 0 ? 0 : (low + stride - 1) / stride;
+    const int64_t end = std::min((i + pad) / stride + 1, out);
+    ranges.push_back({begin, std::max(begin, end)});
+  }
+  return ranges;
+}
+
+// windows_holding along (D, H, W).
+struct HoldingWindows {
+  explicit HoldingWindows(const Windows& w) {
+    for (size_t d = 0; d < 3; ++d) {
+      axis[d] = windows_holding(w.in[d], w.kernel[d], w.stride[d], w.pad[d], w.out[d]);
+    }
+  }
+  std::array<std::vector<WindowRange>, 3> axis;
+};
+
+// dx of one channel block (B lanes, B = w.block) from the argmax of its
+// outputs (`argmax`, plane indices, B per output) and dy: each element of dx
+// sums, in output order, the dy of the windows that hold it and picked it.
+// Adding a zero where a window picked another element changes nothing (the
+// sum starts at +0 and is never -0), so this is the scatter "dx[argmax] +=
+// dy" in output order, bit for bit, vectorized over the lanes and written
+// once.
+template <int64_t B>
+void gather_block(const Windows& w, const HoldingWindows& holding, const int32_t* argmax,
+                  const float* dy, float* dx) {
+  int32_t i = 0;  // the plane index of (z, y, x)
+  for (int64_t z = 0; z < w.in[0]; ++z) {
+    const WindowRange rz = holding.axis[0][z];
+    for (int64_t y = 0; y < w.in[1]; ++y) {
+      const WindowRange ry = holding.axis[1][y];
+      for (int64_t x = 0; x < w.in[2]; ++x, ++i) {
+        const WindowRange rx = holding.axis[2][x];
+        alignas(64) float sum[B] = {};
+        for (int64_t oz = rz.begin; oz < rz.end; ++oz) {
+          for (int64_t oy = ry.begin; oy < ry.end; ++oy) {
+            const int64_t row = (oz * w.out[1] + oy) * w.out[2];
+            for (int64_t ox = rx.begin; ox < rx.end; ++ox) {
+              const int32_t* picked = argmax + (row + ox) * B;
+              const float* upstream = dy + (row + ox) * B;
+#pragma omp simd
+              for (int64_t l = 0; l < B; ++l) {
+                const float dy_l = upstream[l];  // read always, so the loop has no branch
+                sum[l] += picked[l] == i ? dy_l : 0.0f;
+              }
+            }
+          }
+        }
+        std::memcpy(dx + i * B, sum, sizeof(sum));
+      }
+    }
+  }
+}
+
+// dy, x -> dx like x. Each thread finds the argmax of one channel block's
+// outputs at a time into its part of the workspace, then gathers dx from it.
 class MaxPoolGradKernel final : public Kernel {
  public:
-  explicit MaxPoolGradKernel(const Windows& w) : w_(w) {}
+  explicit MaxPoolGradKernel(const Windows& w)
+      : w_(w), holding_(w), threads_(omp_get_max_threads()) {
+    MEMFIT_CHECK(w_.in_volume() <= std::numeric_limits<int32_t>::max());
+    MEMFIT_CHECK(w_.block == 1 || w_.block == 8 || w_.block == 16);
+  }
+
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(threads_ * w_.out_volume() * w_.block) * sizeof(int32_t);
+  }
 
   void run(const KernelArgs& args) override {
     const auto* dy = static_cast<const float*>(args.inputs[0]);
     const auto* x = static_cast<const float*>(args.inputs[1]);
     auto* dx = static_cast<float*>(args.outputs[0]);
-    const int64_t in = w_.in_volume(), out = w_.out_volume();
-    const int64_t b = w_.block;
-#pragma omp parallel for schedule(static)
-    for (int64_t p = 0; p < w_.planes; p += b) {
-      float* grad = dx + w_.plane_start(p, in);
-      const float* upstream = dy + w_.plane_start(p, out);
-      std::memset(grad, 0, static_cast<size_t>(in * b) * sizeof(float));
-      w_.for_each_argmax(x + w_.plane_start(p, in), [&](int64_t o, const int64_t* best, const float*) {
-        for (int64_t l = 0; l < b; ++l) grad[best[l] * b + l] += upstream[o * b + l];
-      });
-    }
+    auto* indices = static_cast<int32_t*>(args.workspace);
+    with_block(w_.block, [&](auto block) {
+      constexpr int64_t B = decltype(block)::value;
+      const int64_t in = w_.in_volume(), out = w_.out_volume();
+#pragma omp parallel num_threads(threads_)
+      {
+        int32_t* argmax = indices + omp_get_thread_num() * out * B;
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < w_.planes; p += B) {
+          w_.for_each_argmax<B>(x + w_.plane_start(p, in),
+                                [&](int64_t o, const int32_t* best, const float*) {
+                                  std::memcpy(argmax + o * B, best, B * sizeof(int32_t));
+                                });
+          gather_block<B>(w_, holding_, argmax, dy + w_.plane_start(p, out), dx + w_.plane_start(p, in));
+        }
+      }
+    });
   }
 
  private:
   Windows w_;
+  HoldingWindows holding_;
+  int threads_;
 };
 
 }  // namespace
