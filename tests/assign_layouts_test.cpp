@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cpu/cpu_kernels.h"
 #include "core/check.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
@@ -119,6 +120,51 @@ TEST(AssignLayouts, ChangesNoResult) {
       EXPECT_NEAR(expected[o][i], actual[o][i], 1e-5 + 1e-4 * std::abs(expected[o][i]))
           << "output " << o << " [" << i << "]";
     }
+  }
+}
+
+// A first layer's weight gradient reads its image plain beside a blocked dy
+// where oneDNN has a direct kernel for that pair (oneDNN 2.6 does with AVX2),
+// so dy is not reordered to plain; else dy is reordered. Either way its
+// result is the plain graph's.
+TEST(AssignLayouts, FirstLayerWeightGradientReadsABlockedDy) {
+  const auto cpu = make_cpu_backend();
+  const Layout blocked = cpu->blocked_layout();
+  const std::string text =
+      "memfit-graph 1\n"
+      "input %x f32[2,3,16,16] input\n"
+      "input %w f32[16,3,3,3] input\n"
+      "node conv = conv2d(%x, %w) {stride=[2,2] pad=[1,1] dilation=[1,1] groups=1} -> %conv f32[2,16,8,8] activation\n"
+      "node relu = relu(%conv) -> %relu f32[2,16,8,8] activation\n"
+      "node dw = conv2d_grad_weight(%relu, %x) {stride=[2,2] pad=[1,1] dilation=[1,1] groups=1 shape=[16,3,3,3] bias=false} -> %dw f32[16,3,3,3] gradient\n"
+      "output %dw\n";
+  const Graph plain = parsed(text);
+  LayoutSummary summary;
+  const Graph out = assign_layouts(plain, *cpu, &summary).value();
+  ASSERT_TRUE(verify_graph(out).is_ok());
+  const bool direct = cpu::image_grad_weight_reads_blocked_dy(
+      plain, plain.nodes()[position_of(plain, "dw")], blocked);
+  if (cpu->isa() == "avx2") {
+    EXPECT_TRUE(direct);
+  }
+  const Node& dw = out.nodes()[position_of(out, "dw")];
+  EXPECT_EQ(out.value(dw.inputs[0]).layout, direct ? blocked : Layout::plain);
+  EXPECT_EQ(out.value(dw.inputs[1]).layout, Layout::plain);
+  EXPECT_EQ(summary.reorders, direct ? 0u : 1u);
+  OpExample example;
+  example.inputs = {plain.value(plain.find_value("x")).type, plain.value(plain.find_value("w")).type};
+  const auto data = testing::example_inputs(example, 9);
+  auto run = [&](const Graph& graph, const Backend& backend) {
+    auto exe = Executable::compile(graph, backend, ExecOptions{.poison = true}).value();
+    Feeds feeds{{"x", data[0].data()}, {"w", data[1].data()}};
+    StateStore state;
+    return exe->run(state, feeds, StepContext{}).value().outputs.at("dw");
+  };
+  const auto expected = run(plain, *make_reference_backend());
+  const auto actual = run(out, *cpu);
+  ASSERT_EQ(expected.size(), actual.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(expected[i], actual[i], 1e-4 + 1e-4 * std::abs(expected[i])) << i;
   }
 }
 

@@ -189,9 +189,17 @@ class CpuBackend final : public Backend {
         return {Kind::seed, 0b1, 0, 0b1};
       case OpKind::conv2d_grad_weight:
       case OpKind::conv3d_grad_weight:
-        // dy in x's layout (dw plain): oneDNN 2.6 has no fast kernel for a plain
-        // x (a first layer's image) with a blocked dy, only its reference loops.
-        if (graph.value(node.inputs[1]).layout == Layout::plain) return {};
+        // dy in x's layout (dw plain), except that a first layer's image x
+        // stays plain beside a blocked dy where oneDNN has a direct kernel for
+        // that pair (oneDNN 2.6 with AVX2 does for 2-D; otherwise only its
+        // reference loops, and dy is reordered to plain).
+        if (graph.value(node.inputs[1]).layout == Layout::plain) {
+          const bool image = graph.value(node.inputs[1]).type.shape[1] < layout_block(blocked_);
+          if (image && cpu::image_grad_weight_reads_blocked_dy(graph, node, blocked_)) {
+            return {Kind::seed, 0b1, 0b10, 0};
+          }
+          return {};
+        }
         return {Kind::seed, 0b11, 0, 0};
       case OpKind::max_pool2d:
       case OpKind::max_pool3d:

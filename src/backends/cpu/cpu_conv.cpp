@@ -3,6 +3,7 @@
 // the transposed convolutions on the direct deconvolution. oneDNN takes 4-D and
 // 5-D tensors with the same primitives; only the dimension lists differ.
 #include <algorithm>
+#include <string_view>
 #include <variant>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -212,7 +213,38 @@ bool deconv_supported(const Node& node) {
   return true;
 }
 
+template <class A>
+bool image_grad_weight_is_direct(const Graph& graph, const Node& node, Layout blocked) {
+  const auto& attrs = std::get<A>(node.attrs);
+  const ConvGeometry g = geometry(attrs);
+  const memory::desc dy = layout_md(input_shape(graph, node, 0), blocked);
+  const memory::desc x = plain_md(input_shape(graph, node, 1));
+  const memory::desc dw = weights_choice(weights_md(output_shape(graph, node, 0), g.groups), true);
+  const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
+  try {
+    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw, db, dy,
+                                                        g.strides, g.dilates, g.padding_l,
+                                                        g.padding_r);
+    const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
+                                                                forward_pd(x, dw, db, dy, g));
+    return std::string_view(pd.impl_info_str()).substr(0, 3) != "ref";
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 }  // namespace
+
+bool image_grad_weight_reads_blocked_dy(const Graph& graph, const Node& node, Layout blocked) {
+  switch (node.op) {
+    case OpKind::conv2d_grad_weight:
+      return image_grad_weight_is_direct<Conv2dGradAttrs>(graph, node, blocked);
+    case OpKind::conv3d_grad_weight:
+      return image_grad_weight_is_direct<Conv3dGradAttrs>(graph, node, blocked);
+    default:
+      return false;
+  }
+}
 
 bool conv_supported(const Node& node) {
   switch (node.op) {
