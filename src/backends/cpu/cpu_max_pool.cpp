@@ -12,9 +12,7 @@
 // order on ties (strict >), as the reference kernel picks it, so the forward
 // pass equals the reference bit for bit. The gradient sends each dy to its
 // window's argmax; where windows overlap (stride < kernel) the contributions
-// add up in float, in output order (the reference adds in double). It finds
-// a channel block's argmaxes first, then gathers each element of dx from the
-// windows that hold it, so that the lanes of a block run side by side.
+// add up in float, in output order (the reference adds in double).
 // Planes are independent, so the results do not depend on the thread count.
 // In a blocked layout the loops take a channel block's planes at once, their
 // lanes compared side by side; plain, a block is one plane.
@@ -58,12 +56,24 @@ struct Windows {
 
   // Calls f(output index, argmax index per lane, maximum per lane) for every
   // output of the B planes of one channel block (B = block; one plane when
-  // plain), indices counted in elements of a plane (multiply by B for
-  // offsets), lane l's elements at offset l. The lanes are compared side by
-  // side (vectorized: B is a constant, the indices 32-bit as the floats),
-  // each keeping its first maximum.
+  // plain), in output order, indices counted in elements of a plane
+  // (multiply by B for offsets), lane l's elements at offset l, each lane
+  // keeping its window's first maximum. A block's lanes are compared side by
+  // side in SSE vectors; a plain plane's windows of one output row are.
   template <int64_t B, class F>
   void for_each_argmax(const float* volume, F&& f) const {
+    if constexpr (B == 1) {
+      for_each_argmax_in_rows(volume, f);
+    } else {
+      for_each_argmax_in_lanes<B>(volume, f);
+    }
+  }
+
+  // for_each_argmax of a channel block: four lanes per SSE vector, compared
+  // and selected without branches.
+  template <int64_t B, class F>
+  void for_each_argmax_in_lanes(const float* volume, F&& f) const {
+    static_assert(B % 4 == 0);
     int64_t o = 0;
     for (int64_t oz = 0; oz < out[0]; ++oz) {
       const int64_t z0 = oz * stride[0] - pad[0];
@@ -77,50 +87,117 @@ struct Windows {
           const auto first = static_cast<int32_t>((z_begin * in[1] + y_begin) * in[2] + x_begin);
           alignas(64) int32_t best[B];
           alignas(64) float best_value[B];
-          if constexpr (B % 4 == 0) {
-            // Four lanes per SSE vector, compared and selected without branches.
-            constexpr int64_t kVectors = B / 4;
-            Floats4 value[kVectors];
-            Indices4 index[kVectors];
-            for (int64_t c = 0; c < kVectors; ++c) {
-              std::memcpy(&value[c], volume + first * B + 4 * c, sizeof(Floats4));
-              index[c] = Indices4{} + first;
-            }
-            for (int64_t z = z_begin; z < z_end; ++z) {
-              for (int64_t y = y_begin; y < y_end; ++y) {
-                const int64_t row = (z * in[1] + y) * in[2];
-                for (int64_t x = x_begin; x < x_end; ++x) {
-                  const float* v = volume + (row + x) * B;
-                  const Indices4 at = Indices4{} + static_cast<int32_t>(row + x);
-                  for (int64_t c = 0; c < kVectors; ++c) {
-                    Floats4 candidate;
-                    std::memcpy(&candidate, v + 4 * c, sizeof(Floats4));
-                    const Indices4 greater = candidate > value[c];
-                    index[c] = greater ? at : index[c];
-                    value[c] = greater ? candidate : value[c];
-                  }
-                }
-              }
-            }
-            std::memcpy(best, index, sizeof(best));
-            std::memcpy(best_value, value, sizeof(best_value));
-          } else {
-            best[0] = first;
-            best_value[0] = volume[first];
-            for (int64_t z = z_begin; z < z_end; ++z) {
-              for (int64_t y = y_begin; y < y_end; ++y) {
-                const int64_t row = (z * in[1] + y) * in[2];
-                for (int64_t x = x_begin; x < x_end; ++x) {
-                  const float v = volume[row + x];
-                  const bool greater = v > best_value[0];
-                  best[0] = greater ? static_cast<int32_t>(row + x) : best[0];
-                  best_value[0] = greater ? v : best_value[0];
+          constexpr int64_t kVectors = B / 4;
+          Floats4 value[kVectors];
+          Indices4 index[kVectors];
+          for (int64_t c = 0; c < kVectors; ++c) {
+            std::memcpy(&value[c], volume + first * B + 4 * c, sizeof(Floats4));
+            index[c] = Indices4{} + first;
+          }
+          for (int64_t z = z_begin; z < z_end; ++z) {
+            for (int64_t y = y_begin; y < y_end; ++y) {
+              const int64_t row = (z * in[1] + y) * in[2];
+              for (int64_t x = x_begin; x < x_end; ++x) {
+                const float* v = volume + (row + x) * B;
+                const Indices4 at = Indices4{} + static_cast<int32_t>(row + x);
+                for (int64_t c = 0; c < kVectors; ++c) {
+                  Floats4 candidate;
+                  std::memcpy(&candidate, v + 4 * c, sizeof(Floats4));
+                  const Indices4 greater = candidate > value[c];
+                  index[c] = greater ? at : index[c];
+                  value[c] = greater ? candidate : value[c];
                 }
               }
             }
           }
+          std::memcpy(best, index, sizeof(best));
+          std::memcpy(best_value, value, sizeof(best_value));
           f(o, best, best_value);
         }
+      }
+    }
+  }
+
+  // for_each_argmax of one plain plane. Where a row's windows lie inside the
+  // input along x, up to kRow of them are compared side by side (each tap's
+  // elements copied together, then compared four to an SSE vector); the
+  // others one at a time.
+  template <class F>
+  void for_each_argmax_in_rows(const float* volume, F&& f) const {
+    constexpr int64_t kRow = 64;
+    const int64_t sx = stride[2], px = pad[2], kx = kernel[2];
+    // Outputs [inner_begin, inner_end) have x0 >= 0 and x0 + kernel <= W.
+    const int64_t inner_begin = std::min(out[2], (px + sx - 1) / sx);
+    const int64_t last = in[2] + px - kx;
+    const int64_t inner_end =
+        std::max(inner_begin, last < 0 ? int64_t{0} : std::min(out[2], last / sx + 1));
+    for (int64_t oz = 0; oz < out[0]; ++oz) {
+      const int64_t z0 = oz * stride[0] - pad[0];
+      const int64_t z_begin = std::max<int64_t>(z0, 0), z_end = std::min(z0 + kernel[0], in[0]);
+      for (int64_t oy = 0; oy < out[1]; ++oy) {
+        const int64_t y0 = oy * stride[1] - pad[1];
+        const int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min(y0 + kernel[1], in[1]);
+        const int64_t o_row = (oz * out[1] + oy) * out[2];
+        auto one = [&](int64_t ox) {
+          const int64_t x0 = ox * sx - px;
+          const int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min(x0 + kx, in[2]);
+          auto best = static_cast<int32_t>((z_begin * in[1] + y_begin) * in[2] + x_begin);
+          float best_value = volume[best];
+          for (int64_t z = z_begin; z < z_end; ++z) {
+            for (int64_t y = y_begin; y < y_end; ++y) {
+              const int64_t row = (z * in[1] + y) * in[2];
+              for (int64_t x = x_begin; x < x_end; ++x) {
+                const float v = volume[row + x];
+                const bool greater = v > best_value;
+                best = greater ? static_cast<int32_t>(row + x) : best;
+                best_value = greater ? v : best_value;
+              }
+            }
+          }
+          f(o_row + ox, &best, &best_value);
+        };
+        for (int64_t ox = 0; ox < inner_begin; ++ox) one(ox);
+        for (int64_t first = inner_begin; first < inner_end; first += kRow) {
+          const int64_t n = std::min(kRow, inner_end - first);
+          const int64_t vectors = (n + 3) / 4;
+          alignas(64) int32_t best[kRow];
+          alignas(64) float best_value[kRow];
+          alignas(64) float taps[kRow];  // one tap of each window, contiguous
+          for (int64_t j = n; j < 4 * vectors; ++j) taps[j] = 0.0f;
+          bool seeded = false;
+          for (int64_t z = z_begin; z < z_end; ++z) {
+            for (int64_t y = y_begin; y < y_end; ++y) {
+              const int64_t row = (z * in[1] + y) * in[2];
+              for (int64_t t = 0; t < kx; ++t) {
+                const int64_t start = row + first * sx - px + t;  // output `first`'s tap
+                for (int64_t j = 0; j < n; ++j) taps[j] = volume[start + j * sx];
+                const Indices4 first_four = Indices4{0, 1, 2, 3} * static_cast<int32_t>(sx) +
+                                            static_cast<int32_t>(start);
+                for (int64_t c = 0; c < vectors; ++c) {
+                  Floats4 candidate, value;
+                  Indices4 index;
+                  std::memcpy(&candidate, taps + 4 * c, sizeof(Floats4));
+                  const Indices4 at = first_four + static_cast<int32_t>(4 * c * sx);
+                  if (seeded) {
+                    std::memcpy(&value, best_value + 4 * c, sizeof(Floats4));
+                    std::memcpy(&index, best + 4 * c, sizeof(Indices4));
+                    const Indices4 greater = candidate > value;
+                    index = greater ? at : index;
+                    value = greater ? candidate : value;
+                  } else {
+                    value = candidate;
+                    index = at;
+                  }
+                  std::memcpy(best_value + 4 * c, &value, sizeof(Floats4));
+                  std::memcpy(best + 4 * c, &index, sizeof(Indices4));
+                }
+                seeded = true;
+              }
+            }
+          }
+          for (int64_t j = 0; j < n; ++j) f(o_row + first + j, &best[j], &best_value[j]);
+        }
+        for (int64_t ox = std::max(inner_end, inner_begin); ox < out[2]; ++ox) one(ox);
       }
     }
   }
@@ -251,17 +328,19 @@ void gather_block(const Windows& w, const HoldingWindows& holding, const int32_t
   }
 }
 
-// dy, x -> dx like x. Each thread finds the argmax of one channel block's
-// outputs at a time into its part of the workspace, then gathers dx from it.
+// dy, x -> dx like x. A plain plane's dx is zeroed, then each dy added at
+// its window's argmax in output order. A channel block's argmaxes are found
+// first, into the thread's part of the workspace, and dx gathered from them
+// (gather_block: the same sums, its lanes side by side).
 class MaxPoolGradKernel final : public Kernel {
  public:
   explicit MaxPoolGradKernel(const Windows& w)
       : w_(w), holding_(w), threads_(omp_get_max_threads()) {
     MEMFIT_CHECK(w_.in_volume() <= std::numeric_limits<int32_t>::max());
-    MEMFIT_CHECK(w_.block == 1 || w_.block == 8 || w_.block == 16);
   }
 
   size_t workspace_bytes() const override {
+    if (w_.block == 1) return 0;
     return static_cast<size_t>(threads_ * w_.out_volume() * w_.block) * sizeof(int32_t);
   }
 
@@ -275,14 +354,24 @@ class MaxPoolGradKernel final : public Kernel {
       const int64_t in = w_.in_volume(), out = w_.out_volume();
 #pragma omp parallel num_threads(threads_)
       {
-        int32_t* argmax = indices + omp_get_thread_num() * out * B;
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < w_.planes; p += B) {
-          w_.for_each_argmax<B>(x + w_.plane_start(p, in),
-                                [&](int64_t o, const int32_t* best, const float*) {
-                                  std::memcpy(argmax + o * B, best, B * sizeof(int32_t));
-                                });
-          gather_block<B>(w_, holding_, argmax, dy + w_.plane_start(p, out), dx + w_.plane_start(p, in));
+          const float* upstream = dy + w_.plane_start(p, out);
+          float* grad = dx + w_.plane_start(p, in);
+          if constexpr (B == 1) {
+            std::memset(grad, 0, static_cast<size_t>(in) * sizeof(float));
+            w_.for_each_argmax<1>(x + w_.plane_start(p, in),
+                                  [&](int64_t o, const int32_t* best, const float*) {
+                                    grad[*best] += upstream[o];
+                                  });
+          } else {
+            int32_t* argmax = indices + omp_get_thread_num() * out * B;
+            w_.for_each_argmax<B>(x + w_.plane_start(p, in),
+                                  [&](int64_t o, const int32_t* best, const float*) {
+                                    std::memcpy(argmax + o * B, best, B * sizeof(int32_t));
+                                  });
+            gather_block<B>(w_, holding_, argmax, upstream, grad);
+          }
         }
       }
     });
