@@ -78,21 +78,34 @@ TEST(AssignLayouts, BlocksTheConvolutionNetworkAndReordersAtItsEdges) {
   EXPECT_EQ(out.outputs()[2], relu_plain.outputs[0]);
 }
 
-// Channels that end in a partial block stay plain by default; the kernels
-// take them padded, and so does the pass when asked.
-TEST(AssignLayouts, BlocksPartialBlocksOnlyWhenAsked) {
+// Channels that end in a partial block are padded by default where there
+// are more than a block of them, and on request always or never.
+TEST(AssignLayouts, PadsPartialBlocksBeyondOneBlock) {
   const auto cpu = make_cpu_backend();
   const Layout blocked = cpu->blocked_layout();
+  const int64_t block = layout_block(blocked);
+  const int channels = static_cast<int>(block + 3);
   LayoutSummary summary;
-  const Graph kept = assign_layouts(parsed(conv_net(5)), *cpu, &summary).value();
-  EXPECT_EQ(summary.reorders, 0u);
-  EXPECT_EQ(print_graph(kept), print_graph(parsed(conv_net(5))));
-  const Graph padded =
-      assign_layouts(parsed(conv_net(5)), *cpu, &summary, {.whole_blocks_only = false}).value();
+  const Graph padded = assign_layouts(parsed(conv_net(channels)), *cpu, &summary).value();
   EXPECT_EQ(summary.blocked_values, 3u);
-  // Bytes: the 5 channels are padded to a whole block.
+  // Bytes: the block + 3 channels are padded to two whole blocks.
   EXPECT_EQ(padded.value(padded.find_value("conv")).bytes(),
-            static_cast<size_t>(2 * layout_block(blocked) * 8 * 8 * 4));
+            static_cast<size_t>(2 * 2 * block * 8 * 8 * 4));
+  const Graph whole = assign_layouts(parsed(conv_net(channels)), *cpu, &summary,
+                                     {.partial_blocks = PartialBlocks::keep_plain})
+                          .value();
+  EXPECT_EQ(summary.reorders, 0u);
+  EXPECT_EQ(print_graph(whole), print_graph(parsed(conv_net(channels))));
+  // Fewer channels than a block stay plain unless asked.
+  const Graph few = assign_layouts(parsed(conv_net(5)), *cpu, &summary).value();
+  EXPECT_EQ(summary.reorders, 0u);
+  EXPECT_EQ(print_graph(few), print_graph(parsed(conv_net(5))));
+  const Graph few_padded =
+      assign_layouts(parsed(conv_net(5)), *cpu, &summary, {.partial_blocks = PartialBlocks::pad})
+          .value();
+  EXPECT_EQ(summary.blocked_values, 3u);
+  EXPECT_EQ(few_padded.value(few_padded.find_value("conv")).bytes(),
+            static_cast<size_t>(2 * block * 8 * 8 * 4));
 }
 
 TEST(AssignLayouts, ChangesNoResult) {

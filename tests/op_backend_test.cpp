@@ -104,7 +104,7 @@ std::vector<std::pair<size_t, Graph>> blocked_examples(OpKind op, const Backend&
     for (const Graph& graph : {testing::single_node_graph(op, examples[e]),
                                blocked_input_graph(op, examples[e], cpu.blocked_layout())}) {
       // Partial blocks too: the examples' few channels pad every block.
-      Graph blocked = assign_layouts(graph, cpu, nullptr, {.whole_blocks_only = false}).value();
+      Graph blocked = assign_layouts(graph, cpu, nullptr, {.partial_blocks = PartialBlocks::pad}).value();
       if (op_node_blocked(blocked, op)) found.emplace_back(e, std::move(blocked));
     }
   }

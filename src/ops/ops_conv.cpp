@@ -125,8 +125,8 @@ std::vector<OpExample> conv2d_examples() {
                    Conv2dAttrs{{2, 1}, {1, 0}, {1, 2}, 2}),
       ops::example({ops::f32({2, 2, 6, 6}), ops::f32({2, 2, 1, 1}), ops::f32({2})},
                    Conv2dAttrs{{2, 2}, {0, 0}, {1, 1}, 1}),
-      // A one-channel image, strided and padded: the cpu backend's own
-      // conv2d_grad_weight loops (cpu_conv_image_grad.cpp).
+      // A one-channel image, strided and padded: the cpu backend's
+      // conv2d_grad_weight reads it channels-last (cpu_conv.cpp).
       ops::example({ops::f32({2, 1, 7, 6}), ops::f32({3, 1, 3, 2}), ops::f32({3})},
                    Conv2dAttrs{{2, 1}, {1, 1}, {1, 1}, 1}),
   };

@@ -79,14 +79,16 @@ class LayoutAssigner {
 
  private:
   // Whether every volume among the operands the node would take blocked
-  // (its `inputs` and `outputs`) may be blocked: with whole_blocks_only,
-  // its channels fill whole blocks.
+  // (its `inputs` and `outputs`) may be blocked under options_.partial_blocks.
   bool operands_fit(const Node& node, const BlockedOperands& operands) const {
-    if (!options_.whole_blocks_only) return true;
+    if (options_.partial_blocks == PartialBlocks::pad) return true;
     const int64_t block = layout_block(backend_.blocked_layout());
     auto fits = [&](ValueId v) {
       const Value& value = out_.value(v);
-      return !is_volume(value) || value.type.shape[1] % block == 0;
+      if (!is_volume(value)) return true;
+      const int64_t channels = value.type.shape[1];
+      if (channels % block == 0) return true;
+      return options_.partial_blocks == PartialBlocks::pad_beyond_one_block && channels > block;
     };
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (has(operands.inputs, i) && !fits(node.inputs[i])) return false;

@@ -22,15 +22,10 @@ std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node);
 // False for the transposed convolutions oneDNN cannot express (an output_padding
 // of pad + stride or more); the reference kernel runs them.
 bool conv_supported(const Node& node);
-// Whether oneDNN has a direct (non-reference) kernel for conv2d_grad_weight
-// or conv3d_grad_weight `node` reading its x (a first layer's image) plain
-// and its dy in `blocked`: then dy needs no reorder into the plain layout.
+// Whether the kernel of conv2d_grad_weight or conv3d_grad_weight `node`
+// reads its x (a first layer's image) plain beside a dy in `blocked` on one
+// of oneDNN's direct kernels: then dy needs no reorder into the plain layout.
 bool image_grad_weight_reads_blocked_dy(const Graph& graph, const Node& node, Layout blocked);
-// conv2d_grad_weight of a one-channel plain image (OpenMP loops,
-// cpu_conv_image_grad.cpp), which oneDNN 2.6 runs slowly; make_conv_kernel
-// hands such nodes to it
-bool is_image_conv_grad_weight(const Graph& graph, const Node& node);
-std::unique_ptr<Kernel> make_image_conv_grad_weight_kernel(const Graph& graph, const Node& node);
 // avg_pool2d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
 // max_pool2d, max_pool3d and their gradients, plain or blocked (OpenMP loops)
