@@ -167,7 +167,7 @@ ResNetStep resnet_step() {
 // Runs `graph` (a step graph of `s.model`) once with poison mode on.
 StateStore run_graph(const ResNetStep& s, Graph graph, float* loss) {
   const auto backend = make_cpu_backend();
-  auto exe = Executable::compile(std::move(graph), *backend, ExecOptions{true, true, 0});
+  auto exe = Executable::compile(std::move(graph), *backend, ExecOptions{.share = true, .poison = true});
   EXPECT_TRUE(exe.is_ok()) << exe.message();
   StateStore state = s.initial;
   if (!exe) return state;

@@ -185,7 +185,7 @@ TEST(SwapPlan, HostPoolWithoutSharingIsTheSumOfTheSwappedValues) {
                                 1, testing::sgd(), UpdateMode::apply, nullptr)
                    .value();
   for (bool share : {false, true}) {
-    const ExecOptions exec{share, false, 0, 0};
+    const ExecOptions exec{.share = share};
     PolicyContext context;
     context.plan = step_planner(*backend, share);
     SwappedGraph swapped = swap_step_graph(step, Swap::budget, context).value();
@@ -239,7 +239,7 @@ TEST(SwapRuntime, CopiesTakeAtLeastTheirTimeOnTheLink) {
   const auto backend = make_cpu_backend();
   const Graph graph = swapped_chain(1.0, 16384.0);
   // 0.05 GB/s: a 16 KiB copy takes at least 0.33 ms.
-  auto exe = Executable::compile(graph, *backend, ExecOptions{true, true, 0, 0.05}).value();
+  auto exe = Executable::compile(graph, *backend, ExecOptions{.share = true, .poison = true, .link_gbps = 0.05}).value();
   std::vector<float> x(64 * 64, 0.5f);
   StateStore state;
   const auto result = exe->run(state, Feeds{{"x", x.data()}}, StepContext{});

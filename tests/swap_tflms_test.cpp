@@ -269,7 +269,7 @@ TEST(TflmsPlacement, BranchSwapInsideTheForwardPassPlansAndComputesTheSame) {
   std::vector<float> x(64 * 64);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) / 50.0f - 1.0f;
   auto run = [&](const Graph& graph) {
-    auto exe = Executable::compile(graph, *backend, ExecOptions{true, true, 0, 0}).value();
+    auto exe = Executable::compile(graph, *backend, ExecOptions{.share = true, .poison = true}).value();
     EXPECT_TRUE(verify_plan(exe->graph(), exe->sizes(), exe->plan()).is_ok());
     StateStore state;
     auto result = exe->run(state, Feeds{{"x", x.data()}}, StepContext{});

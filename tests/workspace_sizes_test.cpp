@@ -56,7 +56,7 @@ TEST_P(WorkspaceSizesTest, PlannerPlansAsPrepare) {
   const Graph step = recomputed_step(GetParam(), *backend);
   auto planned = step_planner(*backend, true)(step);
   ASSERT_TRUE(planned.is_ok()) << planned.message();
-  auto prepared = Executable::prepare(step, *backend, ExecOptions{true});
+  auto prepared = Executable::prepare(step, *backend, ExecOptions{.share = true});
   ASSERT_TRUE(prepared.is_ok()) << prepared.message();
   const Executable& exe = **prepared;
   EXPECT_EQ(print_graph(planned->graph), print_graph(exe.graph()));

@@ -148,7 +148,7 @@ MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend,
     const bool f32_outputs = std::all_of(node.outputs.begin(), node.outputs.end(), [&](ValueId o) {
       return graph.value(o).type.dtype == DType::f32;
     });
-    auto exe = f32_outputs ? Executable::compile(std::move(g), backend, ExecOptions{true, false, 0})
+    auto exe = f32_outputs ? Executable::compile(std::move(g), backend, ExecOptions{.share = true, .poison = false})
                            : Result<std::unique_ptr<Executable>>(Status::error("not f32"));
     if (exe) {
       StateStore state;

@@ -91,6 +91,15 @@ Placement place_pool(const std::vector<PlanBuffer>& all, const std::vector<size_
 
 }  // namespace
 
+StateBand make_state_band(const std::vector<std::pair<std::string, size_t>>& states) {
+  StateBand band;
+  for (const auto& [name, bytes] : states) {
+    if (!band.offsets.emplace(name, band.bytes).second) continue;
+    band.bytes += align_up(bytes);
+  }
+  return band;
+}
+
 PlanSizes plain_sizes(const Graph& graph) {
   PlanSizes sizes;
   for (const Value& v : graph.values()) sizes.value_bytes.push_back(v.bytes());
@@ -106,7 +115,38 @@ Result<MemoryPlan> plan_memory(const Graph& graph, const PlanSizes& sizes, const
   for (size_t b = 0; b < liveness.buffers.size(); ++b) {
     of_pool[static_cast<size_t>(liveness.buffers[b].pool)].push_back(b);
   }
-  const Placement device = place_pool(liveness.buffers, of_pool[0], options.share);
+  // Buffers of the band's values take their slots; the others are placed above it.
+  std::vector<int64_t> band_offset(liveness.buffers.size(), -1);
+  for (size_t v = 0; v < graph.num_values() && !options.band.offsets.empty(); ++v) {
+    const Value& value = graph.values()[v];
+    const auto it = options.band.offsets.find(value.name);
+    if (value.producer.valid() || it == options.band.offsets.end()) continue;
+    const auto b = static_cast<size_t>(liveness.value_buffer[v]);
+    if (!is_persistent(value.role) || liveness.buffers[b].pool != Pool::device) {
+      return Status::error("state band: '" + value.name + "' is not a persistent device value");
+    }
+    const size_t end = options.band.bytes;
+    if (it->second + liveness.buffers[b].bytes > end) {
+      return Status::error("state band: '" + value.name + "' does not fit its slot");
+    }
+    band_offset[b] = static_cast<int64_t>(it->second);
+  }
+  std::vector<size_t> above_band;
+  for (size_t b : of_pool[0]) {
+    if (band_offset[b] < 0) above_band.push_back(b);
+  }
+  Placement device = place_pool(liveness.buffers, above_band, options.share);
+  {
+    // Back to one offset per device buffer, in of_pool[0]'s order.
+    std::vector<size_t> offsets;
+    size_t k = 0;
+    for (size_t b : of_pool[0]) {
+      offsets.push_back(band_offset[b] >= 0 ? static_cast<size_t>(band_offset[b])
+                                            : options.band.bytes + device.offsets[k++]);
+    }
+    device.offsets = std::move(offsets);
+    device.arena_bytes += options.band.bytes;
+  }
   const Placement host = place_pool(liveness.buffers, of_pool[1], options.share);
   std::vector<Slice> buffer_slices(liveness.buffers.size());
   for (int p = 0; p < 2; ++p) {

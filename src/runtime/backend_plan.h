@@ -39,10 +39,11 @@ Result<NodeKernel> make_node_kernel(const Graph& graph, NodeId id, const Backend
 // and no copy nodes (the swap pass placed those by time), in a memory-aware
 // order (src/memory/schedule.cpp), keeping the smaller arena. Graph inputs
 // must have the plain layout. An arena over a non-zero `budget` is an error
-// that states the smallest arena reached. Debug builds, and builds with
-// MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
+// that states the smallest arena reached. The values `band` names take its
+// slots at the bottom of the arena (planner.h). Debug builds, and builds
+// with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
 Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
                                     std::vector<size_t> workspace_bytes, bool share,
-                                    size_t budget);
+                                    size_t budget, const StateBand& band = {});
 
 }  // namespace memfit

@@ -46,7 +46,7 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   }
   MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned,
                           plan_on_backend(std::move(graph), backend, std::move(workspace_bytes),
-                                          options.share, options.budget));
+                                          options.share, options.budget, options.band));
   // Kernels depend on their node alone, not on its position: they follow it.
   if (!planned.order.empty()) {
     std::vector<std::unique_ptr<Kernel>> kernels;
@@ -72,8 +72,23 @@ Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backe
   return exe;
 }
 
-void Executable::allocate(bool poison) {
+void Executable::allocate(bool poison, size_t min_bytes) {
   MEMFIT_CHECK(arena_ == nullptr);
+  arena_capacity_ = std::max(plan_.arena_bytes, min_bytes);
+  arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(arena_capacity_, 1), kArenaAlign)),
+               ArenaDelete{});
+  set_up(poison);
+}
+
+void Executable::allocate_on_arena_of(const Executable& other, bool poison) {
+  MEMFIT_CHECK(arena_ == nullptr && other.arena_ != nullptr);
+  MEMFIT_CHECK(other.arena_capacity_ >= plan_.arena_bytes);
+  arena_ = other.arena_;
+  arena_capacity_ = other.arena_capacity_;
+  set_up(poison);
+}
+
+void Executable::set_up(bool poison) {
   options_.poison = poison;
   const MemoryPlan& plan = plan_;
   const Graph& scheduled = graph_;
@@ -115,14 +130,16 @@ void Executable::allocate(bool poison) {
     }
   }
 
-  arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(plan.arena_bytes, 1), kArenaAlign)));
   host_.reset(static_cast<std::byte*>(
       ::operator new[](std::max<size_t>(plan.host_bytes, 1), kArenaAlign)));
   if (has_copy_nodes(scheduled)) {
     copies_ = std::make_unique<CopyEngine>(options_.link_gbps * 1e9);
   }
   if (poison) {
-    this->poison(Slice{0, plan.arena_bytes, Pool::device});
+    // On another executable's arena, the state band is theirs too: left as it is.
+    const bool shared = arena_.use_count() > 1;
+    const size_t from = shared ? std::min(options_.band.bytes, plan.arena_bytes) : 0;
+    this->poison(Slice{from, plan.arena_bytes - from, Pool::device});
     this->poison(Slice{0, plan.host_bytes, Pool::host});
   }
 }
@@ -175,8 +192,9 @@ Status Executable::copy_state_from(const Executable& other) {
     if (source.bytes() != value.bytes()) {
       return Status::error("state '" + value.name + "' has another size in the executable it is copied from");
     }
-    std::memcpy(at(plan_.value_slices[v]), other.at(other.plan_.value_slices[it->second]),
-                value.bytes());
+    std::byte* to = at(plan_.value_slices[v]);
+    const std::byte* from = other.at(other.plan_.value_slices[it->second]);
+    if (to != from) std::memcpy(to, from, value.bytes());  // the same bytes on a shared band
   }
   state_loaded_ = true;
   return Status::ok();

@@ -86,6 +86,7 @@ struct ExecOptions {
   bool poison = false;   // fill every range with NaN when its value dies
   size_t budget = 0;     // the largest arena allowed; 0: no limit
   double link_gbps = 0;  // the copy engine's bandwidth in GB/s (1e9 bytes/s); 0: unlimited
+  StateBand band = {};   // persistent inputs at fixed offsets (planner.h); empty: none
 };
 
 class Executable {
@@ -105,8 +106,16 @@ class Executable {
   static Result<std::unique_ptr<Executable>> prepare(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
   // The rest of compile() for a prepared executable: the arena, the host pool,
-  // the copy engine and, with `poison`, poison mode. Once only.
-  void allocate(bool poison = false);
+  // the copy engine and, with `poison`, poison mode. Once only. The arena
+  // holds at least `min_bytes` (for allocate_on_arena_of's executables).
+  void allocate(bool poison = false, size_t min_bytes = 0);
+  // The same on the arena of `other` (allocated, at least as large as this
+  // plan's arena) instead of one of its own: two executables that run in
+  // turn, such as the micro-batches that only accumulate and the one that
+  // applies the update. Where both were planned with one StateBand, their
+  // persistent inputs share its bytes: copy_state_from then copies nothing.
+  void allocate_on_arena_of(const Executable& other, bool poison = false);
+  size_t arena_capacity() const { return arena_capacity_; }
 
   // State kept in the arena. Persistent inputs (parameters, optimizer state,
   // running statistics, accumulators) live to the end of every step, so their
@@ -154,6 +163,9 @@ class Executable {
     return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
   }
   void poison(const Slice& slice) const;
+  // allocate()'s work after the arena: dead slices, events, the host pool,
+  // the copy engine, poison mode.
+  void set_up(bool poison);
 
   Graph graph_;
   ExecOptions options_;
@@ -164,7 +176,8 @@ class Executable {
   RunTotals totals_;
   PlanSizes sizes_;
   MemoryPlan plan_;
-  std::unique_ptr<std::byte[], ArenaDelete> arena_;
+  std::shared_ptr<std::byte> arena_;  // shared with allocate_on_arena_of's executable
+  size_t arena_capacity_ = 0;
   std::unique_ptr<std::byte[], ArenaDelete> host_;  // the host pool, apart from the arena
   std::unique_ptr<CopyEngine> copies_;               // null when the graph has no copy node
   bool state_loaded_ = false;

@@ -57,12 +57,13 @@ NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model
   return MeasuredCosts::measure(step, backend, 3).as_function();
 }
 
-PlanGraph step_planner(const Backend& backend, bool share) {
+PlanGraph step_planner(const Backend& backend, bool share, const StateBand& band) {
   auto workspaces = std::make_shared<WorkspaceSizes>(backend);
-  return [&backend, share, workspaces](Graph graph) -> Result<PlannedGraph> {
+  return [&backend, share, band, workspaces](Graph graph) -> Result<PlannedGraph> {
     MEMFIT_ASSIGN_OR_RETURN(std::vector<size_t> workspace_bytes, workspaces->of(graph));
-    MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned, plan_on_backend(std::move(graph), backend,
-                                                                 std::move(workspace_bytes), share, 0));
+    MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned,
+                            plan_on_backend(std::move(graph), backend, std::move(workspace_bytes),
+                                            share, 0, band));
     return PlannedGraph{std::move(planned.graph), std::move(planned.sizes.value_bytes),
                         std::move(planned.plan)};
   };
@@ -106,29 +107,41 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   if (spec.blocked_layouts) {
     MEMFIT_ASSIGN_OR_RETURN(graph, assign_layouts(graph, *step.backend, &step.layouts));
   }
+  std::vector<std::pair<std::string, size_t>> states;
   for (const Value& v : graph.values()) {
-    if (!v.producer.valid() && is_persistent(v.role)) step.persistent.emplace_back(v.name, v.type.shape);
+    if (!v.producer.valid() && is_persistent(v.role)) {
+      step.persistent.emplace_back(v.name, v.type.shape);
+      states.emplace_back(v.name, v.bytes());
+    }
   }
+  // Accumulating, the micro-batches that only accumulate run on the same
+  // arena: both steps keep their persistent inputs in one band of it.
+  Graph acc;
+  if (spec.accumulate > 1) {
+    MEMFIT_ASSIGN_OR_RETURN(acc, build_step_graph(spec.model, spec.accumulate, spec.optimizer,
+                                                  UpdateMode::accumulate, nullptr, spec.fuse));
+    if (spec.fuse) acc = fuse_gradient_sums(acc);
+    if (spec.blocked_layouts) {
+      MEMFIT_ASSIGN_OR_RETURN(acc, assign_layouts(acc, *step.backend));
+    }
+    for (const Value& v : acc.values()) {
+      if (!v.producer.valid() && is_persistent(v.role)) states.emplace_back(v.name, v.bytes());
+    }
+  }
+  const StateBand band = spec.accumulate > 1 ? make_state_band(states) : StateBand{};
   // The choices and the predictions read the same node times: the roofline
   // model's, or (measured: the default of optimal and milp only, since it
   // takes seconds) each distinct node timed on the backend.
   step.seconds = step_cost(graph, *step.backend, t.cost);
   step.forward_seconds = graph_seconds(graph, step.seconds, true);
-  const PolicyContext context{step_planner(*step.backend, t.share), spec.budget, spec.link_gbps,
-                              step.seconds, spec.milp_seconds};
+  const PolicyContext context{step_planner(*step.backend, t.share, band), spec.budget,
+                              spec.link_gbps, step.seconds, spec.milp_seconds};
   MEMFIT_ASSIGN_OR_RETURN(step.rewritten,
                           rewrite_step_graph(std::move(graph), t, spec.tflms, context));
-  const ExecOptions exec{t.share, false, 0, spec.link_gbps};
+  const ExecOptions exec{t.share, false, 0, spec.link_gbps, band};
   MEMFIT_ASSIGN_OR_RETURN(step.apply,
                           Executable::prepare(std::move(step.rewritten.graph), *step.backend, exec));
   if (build.accumulate_only && spec.accumulate > 1) {
-    MEMFIT_ASSIGN_OR_RETURN(Graph acc, build_step_graph(spec.model, spec.accumulate,
-                                                        spec.optimizer, UpdateMode::accumulate,
-                                                        nullptr, spec.fuse));
-    if (spec.fuse) acc = fuse_gradient_sums(acc);
-    if (spec.blocked_layouts) {
-      MEMFIT_ASSIGN_OR_RETURN(acc, assign_layouts(acc, *step.backend));
-    }
     MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
                             rewrite_step_graph(std::move(acc), t, spec.tflms, context));
     MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only, Executable::prepare(std::move(rewritten_acc.graph),

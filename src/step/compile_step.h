@@ -80,10 +80,10 @@ Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
 // on `backend` (MeasuredCosts, 3 runs of each distinct node).
 NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model);
 
-// Plans graphs as Executable::prepare does, with `share`, for the policies;
-// the workspaces come from one kernel per distinct node (WorkspaceSizes),
-// shared by every plan of the planner returned.
-PlanGraph step_planner(const Backend& backend, bool share);
+// Plans graphs as Executable::prepare does, with `share` and `band`, for the
+// policies; the workspaces come from one kernel per distinct node
+// (WorkspaceSizes), shared by every plan of the planner returned.
+PlanGraph step_planner(const Backend& backend, bool share, const StateBand& band = {});
 
 // Step 5 alone: `step` rewritten by `techniques` under `context`.
 Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,

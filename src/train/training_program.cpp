@@ -31,12 +31,15 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
   program->eval_batch_ = eval_batch;
   program->init_ = step.model.init;
   program->state_shapes_ = step.persistent;
-  step.apply->allocate(poison);
-  if (step.accumulate_only) step.accumulate_only->allocate(poison);
+  // The micro-batches that only accumulate run on the arena of the step that
+  // applies the update, their persistent inputs in the same band of it.
+  const size_t accumulate_arena = step.accumulate_only ? step.accumulate_only->plan().arena_bytes : 0;
+  step.apply->allocate(poison, accumulate_arena);
+  if (step.accumulate_only) step.accumulate_only->allocate_on_arena_of(*step.apply, poison);
   ModelOptions eval_options = spec.model;
   eval_options.batch = eval_batch;
   MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
-  const ExecOptions exec{step.techniques.share, poison, spec.budget, spec.link_gbps};
+  const ExecOptions exec{.share = step.techniques.share, .poison = poison, .budget = spec.budget, .link_gbps = spec.link_gbps};
   Graph eval_graph = remove_dead_nodes(program->eval_model_.graph);
   if (spec.blocked_layouts) {
     MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
