@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -235,16 +236,35 @@ TEST(Checkpoint, SaveIntoAMissingDirectoryFailsCleanly) {
   EXPECT_FALSE(fs::exists(path));
 }
 
-TEST(Checkpoint, FailedRenameRemovesTheTemporaryFile) {
+// Only a regular file or a new path is written: a directory or a FIFO where
+// the checkpoint should go is refused before anything is written, and stays.
+TEST(Checkpoint, SaveOntoWhatIsNotARegularFileIsRefused) {
   testing::ScratchDir dir;
-  // A directory where the checkpoint should go: writing succeeds, the rename fails.
   const std::string path = dir.file("model.ckpt");
   fs::create_directory(path);
-  const Status status = save_checkpoint(path, make_checkpoint());
+  Status status = save_checkpoint(path, make_checkpoint());
   ASSERT_FALSE(status.is_ok());
-  EXPECT_NE(status.message().find("rename"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("it is a directory"), std::string::npos) << status.message();
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   EXPECT_TRUE(fs::is_directory(path));
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  status = save_checkpoint(fifo, make_checkpoint());
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("it is a FIFO"), std::string::npos) << status.message();
+  EXPECT_TRUE(fs::is_fifo(fifo));
+}
+
+// Loading checks the kind of file and the declared length against the
+// file's size before it reads: a device or a FIFO is refused at once (never
+// read until memory runs out, never waited on).
+TEST(Checkpoint, LoadRefusesWhatIsNotARegularFile) {
+  testing::ScratchDir dir;
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {std::string("/dev/zero"), fifo, dir.file("")}) {
+    expect_error(load_checkpoint(path), path, "not a regular file");
+  }
 }
 
 TEST(Checkpoint, FailedWriteLeavesTheOldCheckpoint) {

@@ -1,11 +1,14 @@
 #include "runtime/step_profile.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include "core/check.h"
+#include "core/output_path.h"
 #include "core/text.h"
 #include "ir/phase.h"
 #include "ops/op_table.h"
@@ -168,11 +171,18 @@ std::string chrome_trace_json(const Executable& exe) {
 }
 
 Status write_chrome_trace(const Executable& exe, const std::string& path) {
+  MEMFIT_RETURN_IF_ERROR(check_writable_kind(path, "--trace"));
+  errno = 0;
   std::ofstream file(path);
-  if (!file) return Status::error("cannot write the trace to '" + path + "'");
+  if (!file) {
+    return Status::error("cannot write the trace to '" + path + "': " + std::strerror(errno));
+  }
   file << chrome_trace_json(exe);
   file.close();
-  if (!file) return Status::error("writing the trace to '" + path + "' failed");
+  if (!file) {
+    return Status::error("writing the trace to '" + path + "' failed: " +
+                         (errno != 0 ? std::strerror(errno) : "write error"));
+  }
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -12,6 +13,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "core/output_path.h"
 
 namespace memfit {
 namespace {
@@ -219,6 +222,8 @@ Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   if (Status valid = validate(checkpoint); !valid.is_ok()) {
     return Status::error(file_error(path, "cannot save: " + valid.message()));
   }
+  // The rename would replace a FIFO or a device with a regular file.
+  MEMFIT_RETURN_IF_ERROR(check_writable_kind(path, "checkpoint"));
   const std::vector<uint8_t> payload = encode_payload(checkpoint);
   Writer header_writer(kHeaderBytes);
   header_writer.raw(kMagic);
@@ -263,29 +268,51 @@ Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   return sync_directory(path);
 }
 
+namespace {
+
+// Reads exactly `size` bytes of `fd` into `out`; false on a read error or
+// an early end.
+bool read_exactly(int fd, uint8_t* out, size_t size) {
+  while (size > 0) {
+    const ssize_t got = ::read(fd, out, size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    out += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<Checkpoint> load_checkpoint(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  if (fd < 0) {
     return Status::error(file_error(path, std::string("cannot open: ") + std::strerror(errno)));
   }
-  // Read in chunks until the end, so memory follows the bytes really present.
-  std::vector<uint8_t> bytes;
-  constexpr size_t kChunk = 1 << 20;
-  size_t got = 0;
-  do {
-    const size_t old_size = bytes.size();
-    bytes.resize(old_size + kChunk);
-    got = std::fread(bytes.data() + old_size, 1, kChunk, file);
-    bytes.resize(old_size + got);
-  } while (got == kChunk);
-  const bool read_failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (read_failed) return Status::error(file_error(path, "cannot read it"));
-
-  if (bytes.size() < kHeaderBytes) {
-    return Status::error(file_error(path, "truncated: " + std::to_string(bytes.size()) +
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return Status::error(file_error(path, std::string("cannot stat: ") + std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status::error(file_error(path, "not a regular file (a FIFO, a device or a "
+                                          "directory): a checkpoint is a file memfit wrote"));
+  }
+  // The header first; the payload's declared length is checked against the
+  // file's real size before anything is allocated for it.
+  const auto file_bytes = static_cast<uint64_t>(st.st_size);
+  if (file_bytes < kHeaderBytes) {
+    return Status::error(file_error(path, "truncated: " + std::to_string(file_bytes) +
                                               " bytes, shorter than the " +
                                               std::to_string(kHeaderBytes) + "-byte header"));
+  }
+  std::vector<uint8_t> bytes(kHeaderBytes);
+  if (!read_exactly(fd, bytes.data(), kHeaderBytes)) {
+    return Status::error(file_error(path, "cannot read its header"));
   }
   if (std::string_view(reinterpret_cast<const char*>(bytes.data()), kMagic.size()) != kMagic) {
     return Status::error(
@@ -300,12 +327,17 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
         path, "format version " + std::to_string(version) + ", but this memfit reads version " +
                   std::to_string(kCheckpointVersion) + "; load it with the memfit that wrote it"));
   }
-  const uint64_t present = bytes.size() - kHeaderBytes;
+  const uint64_t present = file_bytes - kHeaderBytes;
   if (payload_bytes != present) {
     return Status::error(
         file_error(path, std::string(present < payload_bytes ? "truncated" : "corrupt") +
                              ": the header declares " + std::to_string(payload_bytes) +
                              " payload bytes but " + std::to_string(present) + " follow it"));
+  }
+  bytes.resize(kHeaderBytes + present);
+  if (!read_exactly(fd, bytes.data() + kHeaderBytes, present)) {
+    return Status::error(file_error(path, "cannot read its " + std::to_string(present) +
+                                              " payload bytes (did it change while read?)"));
   }
   const uint8_t* payload = bytes.data() + kHeaderBytes;
   const uint32_t crc = crc32_of(payload, present);

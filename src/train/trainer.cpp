@@ -7,6 +7,7 @@
 
 #include "memfit/train.h"
 #include "runtime/step_profile.h"
+#include "core/output_path.h"
 #include "train/checkpoint.h"
 #include "train/data_source.h"
 #include "train/fashion_mnist.h"
@@ -79,6 +80,9 @@ Status check_options(const TrainOptions& o) {
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
   if (o.stop_after < 0) return Status::error("--stop-after must not be negative");
+  // Where the run will write, checked before it trains.
+  if (!o.save_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_path, "--save"));
+  if (!o.trace_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.trace_path, "--trace"));
   return Status::ok();
 }
 

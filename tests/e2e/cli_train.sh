@@ -25,3 +25,32 @@ grep -Eq "^  conv2d_grad_weight +2 +[0-9.]+ +[0-9.]+%  cpu$" <<<"$log"
 grep -q "trace of the last step written to $dir/step.json" <<<"$log"
 grep -q '"traceEvents"' "$dir/step.json"
 grep -q '"name": "thread_name", "args": {"name": "copy engine"}' "$dir/step.json"
+# Output paths are checked before training: a missing directory, a FIFO
+# (left a FIFO) and a directory are refused at once, naming the reason;
+# --resume refuses what is not a regular file (/dev/zero, a FIFO) instead of
+# reading it.
+mkfifo "$dir/fifo"
+refused() {  # refused EXPECTED-TEXT ARGS...: exit 1 with the text, before any epoch
+  local expected="$1" out
+  shift
+  if out=$(timeout 60 "$memfit" "$@" 2>&1); then
+    echo "accepted: $*"
+    exit 1
+  fi
+  echo "$out"
+  grep -q "$expected" <<<"$out"
+  if grep -q "^epoch" <<<"$out"; then
+    echo "trained before refusing: $*"
+    exit 1
+  fi
+}
+refused "directory $dir/nodir: No such file or directory" \
+  train --model lenet --synthetic --epochs 1 --limit 64 --save "$dir/nodir/ck.bin"
+refused "it is a FIFO" train --model lenet --synthetic --epochs 1 --limit 64 --save "$dir/fifo"
+[ -p "$dir/fifo" ]
+refused "it is a directory" train --model lenet --synthetic --epochs 1 --limit 64 --save "$dir"
+refused "directory $dir/nodir" train --model lenet --synthetic --epochs 1 --limit 64 --trace "$dir/nodir/t.json"
+refused "not a regular file" train --model lenet --synthetic --epochs 1 --limit 64 --resume /dev/zero
+refused "not a regular file" train --model lenet --synthetic --epochs 1 --limit 64 --resume "$dir/fifo"
+refused "directory $dir/nodir" plan --model lenet --batch 8 --timeline "$dir/nodir/t.svg"
+echo "cli_train: ok"

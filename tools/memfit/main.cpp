@@ -2,7 +2,9 @@
 // (the step flags once, for train, plan and maxbatch) and calls the library,
 // which holds every default and check.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -12,6 +14,7 @@
 #include "memfit/plan.h"
 #include "memfit/step.h"
 #include "memfit/train.h"
+#include "core/output_path.h"
 
 namespace {
 
@@ -293,6 +296,15 @@ int run_plan_profile(const memfit::PlanRequest& request, memfit::TrainOptions op
 }
 
 int run_plan(const memfit::PlanRequest& request, const PlanOutput& output) {
+  // Where plan will write, checked before it plans.
+  for (const auto& [path, flag] : {std::pair{output.timeline_path, "--timeline"},
+                                   std::pair{output.profile.trace_path, "--trace"}}) {
+    if (path.empty()) continue;
+    if (const memfit::Status ok = memfit::check_output_path(path, flag); !ok.is_ok()) {
+      std::fprintf(stderr, "memfit plan: %s\n", ok.message().c_str());
+      return 1;
+    }
+  }
   auto report = memfit::plan_training_step(request);
   if (!report) {
     std::fprintf(stderr, "memfit plan: %s\n", report.message().c_str());
@@ -302,11 +314,12 @@ int run_plan(const memfit::PlanRequest& request, const PlanOutput& output) {
     const memfit::ModelOptions& model = request.step.model;
     const std::string title = model.name + ", batch " + std::to_string(model.batch) +
                               ": live memory over one training step";
+    errno = 0;
     std::ofstream file(output.timeline_path, std::ios::binary | std::ios::trunc);
     file << memfit::timeline_svg(*report, title);
     if (!file.flush()) {
-      std::fprintf(stderr, "memfit plan: cannot write the timeline to %s\n",
-                   output.timeline_path.c_str());
+      std::fprintf(stderr, "memfit plan: cannot write the timeline to %s: %s\n",
+                   output.timeline_path.c_str(), errno != 0 ? std::strerror(errno) : "write failed");
       return 1;
     }
   }
