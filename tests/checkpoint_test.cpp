@@ -39,6 +39,7 @@ Checkpoint make_checkpoint(int64_t values_in_weight = 18) {
   checkpoint.epoch = 3;
   checkpoint.micro_step = 1234567890123;
   checkpoint.optimizer_step = -5;
+  checkpoint.run = {64, 2, 60000, 3, 1, 0xFEDCBA9876543210ull};
   NamedTensor weight{"conv1.weight", {values_in_weight / 9, 1, 3, 3}, {}};
   for (int64_t i = 0; i < values_in_weight; ++i) {
     weight.data.push_back(static_cast<float>(i) * 0.37f - 2.0f);
@@ -60,6 +61,7 @@ void expect_identical(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.epoch, b.epoch);
   EXPECT_EQ(a.micro_step, b.micro_step);
   EXPECT_EQ(a.optimizer_step, b.optimizer_step);
+  EXPECT_TRUE(a.run == b.run);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (size_t t = 0; t < a.tensors.size(); ++t) {
     EXPECT_EQ(a.tensors[t].name, b.tensors[t].name);
@@ -167,18 +169,19 @@ TEST(Checkpoint, WrongVersionIsAnError) {
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   std::vector<char> bytes = read_bytes(path);
-  bytes[8] = 2;  // the version follows the 8 magic bytes
+  bytes[8] = 3;  // the version follows the 8 magic bytes
   write_bytes(path, bytes);
-  expect_error(load_checkpoint(path), path, "format version 2");
+  expect_error(load_checkpoint(path), path, "format version 3");
 }
 
 // Builds payloads by hand, little-endian like the writer.
 class Payload {
  public:
-  // The model name and the three counters, then the tensor count.
+  // The model name, the three counters and the six run settings, then the
+  // tensor count.
   explicit Payload(uint32_t tensors) {
     text("lenet");
-    for (int i = 0; i < 3; ++i) i64(0);
+    for (int i = 0; i < 3 + 6; ++i) i64(0);
     u32(tensors);
   }
   Payload& u32(uint32_t v) { return little_endian(v, 4); }
@@ -322,6 +325,33 @@ std::vector<std::pair<std::string, Shape>> expected_tensors() {
 TEST(CheckMatches, AcceptsTheSameTensorsInAnyOrder) {
   const Status status = check_matches(make_checkpoint(), "lenet", expected_tensors());
   EXPECT_TRUE(status.is_ok()) << status.message();
+}
+
+// A resume with settings the checkpoint's position depends on changed is
+// refused, naming each one with both values.
+TEST(CheckSameRun, NamesEverySettingThatDiffers) {
+  const Checkpoint checkpoint = make_checkpoint();
+  EXPECT_TRUE(check_same_run(checkpoint, checkpoint.run).is_ok());
+  RunSettings now = checkpoint.run;
+  now.batch = 32;
+  now.train_examples = 1000;
+  now.schedule = 0;
+  const Status status = check_same_run(checkpoint, now);
+  ASSERT_FALSE(status.is_ok());
+  for (const char* part : {"--batch 64 in the checkpoint, 32 now",
+                           "(--limit, the data) 60000 in the checkpoint, 1000 now",
+                           "--schedule cosine in the checkpoint, constant now"}) {
+    EXPECT_NE(status.message().find(part), std::string::npos) << status.message();
+  }
+  EXPECT_EQ(status.message().find("--accumulate"), std::string::npos) << status.message();
+  EXPECT_EQ(status.message().find("--seed"), std::string::npos) << status.message();
+  now = checkpoint.run;
+  now.epochs = 30;
+  now.seed = 1;
+  const Status other = check_same_run(checkpoint, now);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.message().find("--epochs 3 in the checkpoint, 30 now"), std::string::npos);
+  EXPECT_NE(other.message().find("--seed"), std::string::npos);
 }
 
 TEST(CheckMatches, RejectsAnotherModel) {

@@ -143,9 +143,31 @@ TEST(Resume, RefusesBadCheckpoints) {
 
   // Another optimizer: its state is missing from the checkpoint.
   TrainOptions sgd = small_run("lenet");
+  sgd.epochs = 1;
   sgd.step.optimizer.kind = OptimizerConfig::Kind::sgd;
   sgd.resume_path = path;
-  EXPECT_FALSE(train(sgd, quiet).is_ok());
+  auto wrong_optimizer = train(sgd, quiet);
+  ASSERT_FALSE(wrong_optimizer.is_ok());
+  EXPECT_NE(wrong_optimizer.message().find("is missing"), std::string::npos)
+      << wrong_optimizer.message();
+
+  // Another batch, another schedule length: the position and the schedule
+  // depend on them.
+  TrainOptions batch = small_run("lenet");
+  batch.epochs = 1;
+  batch.step.model.batch = 25;
+  batch.resume_path = path;
+  auto wrong_batch = train(batch, quiet);
+  ASSERT_FALSE(wrong_batch.is_ok());
+  EXPECT_NE(wrong_batch.message().find("--batch 50 in the checkpoint, 25 now"), std::string::npos)
+      << wrong_batch.message();
+  TrainOptions longer = small_run("lenet");
+  longer.epochs = 3;
+  longer.resume_path = path;
+  auto wrong_epochs = train(longer, quiet);
+  ASSERT_FALSE(wrong_epochs.is_ok());
+  EXPECT_NE(wrong_epochs.message().find("--epochs 1 in the checkpoint, 3 now"), std::string::npos)
+      << wrong_epochs.message();
 
   // Truncated: refused, and the file is left as it was.
   const auto size = std::filesystem::file_size(path);

@@ -139,7 +139,7 @@ Status validate(const Checkpoint& checkpoint) {
 }
 
 std::vector<uint8_t> encode_payload(const Checkpoint& checkpoint) {
-  size_t bytes = 4 + checkpoint.model.size() + 3 * 8 + 4;
+  size_t bytes = 4 + checkpoint.model.size() + 3 * 8 + 6 * 8 + 4;
   for (const NamedTensor& tensor : checkpoint.tensors) {
     bytes += 4 + tensor.name.size() + 4 + 8 * tensor.shape.size() + 4 * tensor.data.size();
   }
@@ -148,6 +148,11 @@ std::vector<uint8_t> encode_payload(const Checkpoint& checkpoint) {
   out.i64(checkpoint.epoch);
   out.i64(checkpoint.micro_step);
   out.i64(checkpoint.optimizer_step);
+  const RunSettings& run = checkpoint.run;
+  for (const int64_t v : {run.batch, run.accumulate, run.train_examples, run.epochs, run.schedule}) {
+    out.i64(v);
+  }
+  out.u64(run.seed);
   out.u32(static_cast<uint32_t>(checkpoint.tensors.size()));
   for (const NamedTensor& tensor : checkpoint.tensors) {
     out.str(tensor.name);
@@ -164,6 +169,11 @@ Result<Checkpoint> decode_payload(Reader& in) {
   MEMFIT_ASSIGN_OR_RETURN(checkpoint.epoch, in.i64("the epoch"));
   MEMFIT_ASSIGN_OR_RETURN(checkpoint.micro_step, in.i64("the micro-step"));
   MEMFIT_ASSIGN_OR_RETURN(checkpoint.optimizer_step, in.i64("the optimizer step"));
+  RunSettings& run = checkpoint.run;
+  for (int64_t* v : {&run.batch, &run.accumulate, &run.train_examples, &run.epochs, &run.schedule}) {
+    MEMFIT_ASSIGN_OR_RETURN(*v, in.i64("the run settings"));
+  }
+  MEMFIT_ASSIGN_OR_RETURN(run.seed, in.u64("the run settings"));
   MEMFIT_ASSIGN_OR_RETURN(const uint32_t count, in.u32("the tensor count"));
   // A tensor takes at least 8 bytes (name length and rank).
   if (count > in.remaining() / 8) {
@@ -389,6 +399,34 @@ Status check_matches(const Checkpoint& checkpoint, const std::string& model,
     message += "; and " + std::to_string(problems.size() - kMaxListedProblems) + " more";
   }
   return Status::error(message);
+}
+
+Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now) {
+  const RunSettings& then = checkpoint.run;
+  std::vector<std::string> differences;
+  const auto compare = [&](const char* flag, auto saved, auto current) {
+    if (saved != current) {
+      differences.push_back(std::string(flag) + " " + std::to_string(saved) +
+                            " in the checkpoint, " + std::to_string(current) + " now");
+    }
+  };
+  compare("--batch", then.batch, now.batch);
+  compare("--accumulate", then.accumulate, now.accumulate);
+  compare("training examples per epoch (--limit, the data)", then.train_examples,
+          now.train_examples);
+  compare("--epochs", then.epochs, now.epochs);
+  if (then.schedule != now.schedule) {
+    const auto name = [](int64_t s) { return s == 0 ? std::string("constant") : std::string("cosine"); };
+    differences.push_back("--schedule " + name(then.schedule) + " in the checkpoint, " +
+                          name(now.schedule) + " now");
+  }
+  compare("--seed", then.seed, now.seed);
+  if (differences.empty()) return Status::ok();
+  std::string message =
+      "the checkpoint was made in a run with other settings, which its position and "
+      "learning-rate schedule depend on: ";
+  for (size_t i = 0; i < differences.size(); ++i) message += (i == 0 ? "" : "; ") + differences[i];
+  return Status::error(message + "; resume with the settings it was made with, or start a new run");
 }
 
 }  // namespace memfit

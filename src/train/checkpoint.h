@@ -10,6 +10,8 @@
 //   payload
 //     model           string
 //     epoch, micro_step, optimizer_step: i64 each
+//     run settings    batch, accumulate, train_examples, epochs, schedule: i64
+//                     each; seed: u64 (what the counters depend on)
 //     tensor count    u32
 //     per tensor      name: string; rank: u32; dims: i64 x rank; data: f32 x elements
 //   where a string is a u32 byte length followed by the bytes.
@@ -25,7 +27,22 @@
 
 namespace memfit {
 
-inline constexpr uint32_t kCheckpointVersion = 1;
+// 2: the run settings after the counters.
+inline constexpr uint32_t kCheckpointVersion = 2;
+
+// The settings of the run a checkpoint was made in that its position (epoch,
+// micro-step, optimizer step) and its learning-rate schedule depend on: a
+// resume with other values would sample other batches or run the schedule
+// past its end, so it is refused (check_same_run).
+struct RunSettings {
+  int64_t batch = 0;           // --batch, the micro-batch
+  int64_t accumulate = 0;      // --accumulate
+  int64_t train_examples = 0;  // training examples per epoch (--limit, the data set)
+  int64_t epochs = 0;          // --epochs: the schedule's length
+  int64_t schedule = 0;        // --schedule (Schedule as an integer)
+  uint64_t seed = 0;           // --seed: the sampling order
+  friend bool operator==(const RunSettings&, const RunSettings&) = default;
+};
 
 struct NamedTensor {
   std::string name;
@@ -38,6 +55,7 @@ struct Checkpoint {
   int64_t epoch = 0;
   int64_t micro_step = 0;
   int64_t optimizer_step = 0;
+  RunSettings run;
   std::vector<NamedTensor> tensors;  // parameters, optimizer and model state
 };
 
@@ -59,5 +77,9 @@ Result<Checkpoint> load_checkpoint(const std::string& path);
 // missing, extra or differently shaped tensor.
 Status check_matches(const Checkpoint& checkpoint, const std::string& model,
                      const std::vector<std::pair<std::string, Shape>>& expected);
+
+// Errors unless the checkpoint's run settings are `now`; the message names
+// every setting that differs, with both values.
+Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now);
 
 }  // namespace memfit

@@ -39,8 +39,14 @@ float schedule_scale(Schedule schedule, int64_t step, int64_t total) {
   return static_cast<float>(0.5 * (1.0 + std::cos(kPi * static_cast<double>(step) / static_cast<double>(total))));
 }
 
+// The settings of this run that a checkpoint's position depends on.
+RunSettings run_settings(const TrainOptions& options, const DataSource& data) {
+  return RunSettings{options.step.model.batch, options.step.accumulate, data.train_count(),
+                     options.epochs, static_cast<int64_t>(options.schedule), options.seed};
+}
+
 Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCounters& counters,
-                           const TrainingProgram& program) {
+                           const RunSettings& run, const TrainingProgram& program) {
   StateStore state;
   program.store_state(state);
   Checkpoint ck;
@@ -48,6 +54,7 @@ Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCo
   ck.epoch = epoch;
   ck.micro_step = counters.micro_step;
   ck.optimizer_step = counters.optimizer_step;
+  ck.run = run;
   for (const auto& [name, shape] : program.state_shapes()) ck.tensors.push_back({name, shape, state[name]});
   return ck;
 }
@@ -190,6 +197,9 @@ Result<TrainReport> train(const TrainOptions& options,
   if (!options.resume_path.empty()) {
     MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
     MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.step.model.name, program->state_shapes()));
+    if (Status same = check_same_run(ck, run_settings(options, *data)); !same.is_ok()) {
+      return Status::error("checkpoint " + options.resume_path + ": " + same.message());
+    }
     for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
     counters = StepCounters{ck.micro_step, ck.optimizer_step};
     first_epoch = ck.epoch;
@@ -252,7 +262,8 @@ Result<TrainReport> train(const TrainOptions& options,
                100.0 * accuracy, static_cast<long long>(data->test_count())));
     if (!options.save_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint(
-          options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters, *program)));
+          options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters,
+                                             run_settings(options, *data), *program)));
       log("saved " + options.save_path);
     }
   }
