@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/host_memory.h"
 #include "core/random.h"
 #include "ops/typed_graph.h"
 #include "step/step_budget.h"
@@ -31,11 +32,6 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
   program->eval_batch_ = eval_batch;
   program->init_ = step.model.init;
   program->state_shapes_ = step.persistent;
-  // The micro-batches that only accumulate run on the arena of the step that
-  // applies the update, their persistent inputs in the same band of it.
-  const size_t accumulate_arena = step.accumulate_only ? step.accumulate_only->plan().arena_bytes : 0;
-  step.apply->allocate(poison, accumulate_arena);
-  if (step.accumulate_only) step.accumulate_only->allocate_on_arena_of(*step.apply, poison);
   ModelOptions eval_options = spec.model;
   eval_options.batch = eval_batch;
   MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
@@ -45,7 +41,21 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
     MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
   }
   MEMFIT_ASSIGN_OR_RETURN(program->eval_,
-                          Executable::compile(std::move(eval_graph), *step.backend, exec));
+                          Executable::prepare(std::move(eval_graph), *step.backend, exec));
+  // Everything the run allocates, against what the machine has, before any of it.
+  const size_t accumulate_arena = step.accumulate_only ? step.accumulate_only->plan().arena_bytes : 0;
+  const size_t needed = std::max(step.apply->plan().arena_bytes, accumulate_arena) +
+                        step.apply->plan().host_bytes +
+                        (step.accumulate_only ? step.accumulate_only->plan().host_bytes : 0) +
+                        program->eval_->plan().arena_bytes + program->eval_->plan().host_bytes;
+  MEMFIT_RETURN_IF_ERROR(check_fits_memory(
+      needed, available_memory_bytes(),
+      "training (the step's arena and host pool, and evaluation's)"));
+  // The micro-batches that only accumulate run on the arena of the step that
+  // applies the update, their persistent inputs in the same band of it.
+  step.apply->allocate(poison, accumulate_arena);
+  if (step.accumulate_only) step.accumulate_only->allocate_on_arena_of(*step.apply, poison);
+  program->eval_->allocate(poison);
   return program;
 }
 

@@ -54,3 +54,9 @@ refused "not a regular file" train --model lenet --synthetic --epochs 1 --limit 
 refused "not a regular file" train --model lenet --synthetic --epochs 1 --limit 64 --resume "$dir/fifo"
 refused "directory $dir/nodir" plan --model lenet --batch 8 --timeline "$dir/nodir/t.svg"
 echo "cli_train: ok"
+# A run that needs more memory than the machine has is refused before
+# anything is allocated, naming both sizes and the flags that help (GPT-2
+# small at its default batch plans about 147 GiB), never a crash.
+refused "but this machine has" train --model gpt --synthetic --epochs 1
+refused "make the step smaller: --budget BYTES" train --model mlp --synthetic --batch 10000000000 --epochs 1
+echo "cli_train: memory ok"

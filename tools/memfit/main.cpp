@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <optional>
 
 #include "memfit/builder.h"
@@ -421,9 +422,19 @@ int main(int argc, char** argv) {
     const memfit::Status checked = memfit::check_step_spec(*spec);
     if (!checked.is_ok()) return usage_error(cmd->get_name(), checked.message());
   }
-  if (train_cmd->parsed()) return run_train(train);
-  if (plan_cmd->parsed()) return run_plan(plan, plan_output);
-  if (max_cmd->parsed()) return run_max_batch(max_request, max_json);
-  if (models_cmd->parsed()) return run_models();
+  // An allocation that fails although the run was checked against the
+  // machine's memory (another process took it meanwhile) is reported, never
+  // a crash.
+  try {
+    if (train_cmd->parsed()) return run_train(train);
+    if (plan_cmd->parsed()) return run_plan(plan, plan_output);
+    if (max_cmd->parsed()) return run_max_batch(max_request, max_json);
+    if (models_cmd->parsed()) return run_models();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "memfit: out of memory: an allocation failed; make the step smaller (--budget "
+                 "BYTES with --policy auto, --recompute, --swap, or a smaller --batch)\n");
+    return 1;
+  }
   return 0;
 }
