@@ -161,6 +161,11 @@ Result<TrainReport> train(const TrainOptions& options,
   }
   log(format("data: %s, %lld training and %lld test examples", data->description().c_str(),
              static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
+  if (program->eval_batch() != eval_batch) {
+    log(format("evaluation: batches of %lld test examples, not %lld: the largest whose plan fits "
+               "--budget",
+               static_cast<long long>(program->eval_batch()), static_cast<long long>(eval_batch)));
+  }
   log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
   if (program->layout_summary().blocked_values > 0) {

@@ -32,16 +32,31 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
   program->eval_batch_ = eval_batch;
   program->init_ = step.model.init;
   program->state_shapes_ = step.persistent;
-  ModelOptions eval_options = spec.model;
-  eval_options.batch = eval_batch;
-  MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
-  const ExecOptions exec{.share = step.techniques.share, .poison = poison, .budget = spec.budget, .link_gbps = spec.link_gbps};
-  Graph eval_graph = remove_dead_nodes(program->eval_model_.graph);
-  if (spec.blocked_layouts) {
-    MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
+  // Evaluation fits the same budget: at eval_batch, or else at the largest
+  // divisor of it whose plan fits (so the test set stays whole batches).
+  const ExecOptions exec{.share = step.techniques.share, .poison = poison, .budget = spec.budget,
+                         .link_gbps = spec.link_gbps};
+  Status eval_status = Status::ok();
+  for (int64_t batch = eval_batch; batch >= 1; --batch) {
+    if (eval_batch % batch != 0) continue;
+    ModelOptions eval_options = spec.model;
+    eval_options.batch = batch;
+    MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
+    Graph eval_graph = remove_dead_nodes(program->eval_model_.graph);
+    if (spec.blocked_layouts) {
+      MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
+    }
+    auto prepared = Executable::prepare(std::move(eval_graph), *step.backend, exec);
+    if (prepared.is_ok()) {
+      program->eval_ = std::move(prepared).value();
+      program->eval_batch_ = batch;
+      break;
+    }
+    eval_status = Status::error("evaluation at batch " + std::to_string(batch) + ": " +
+                                prepared.message());
+    if (spec.budget == 0) break;  // not a question of the budget: no smaller batch helps
   }
-  MEMFIT_ASSIGN_OR_RETURN(program->eval_,
-                          Executable::prepare(std::move(eval_graph), *step.backend, exec));
+  if (program->eval_ == nullptr) return eval_status;
   // Everything the run allocates, against what the machine has, before any of it.
   const size_t accumulate_arena = step.accumulate_only ? step.accumulate_only->plan().arena_bytes : 0;
   const size_t needed = std::max(step.apply->plan().arena_bytes, accumulate_arena) +

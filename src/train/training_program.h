@@ -23,7 +23,9 @@ class TrainingProgram {
   // spec's budget (check_step_budget). With accumulate = K > 1, micro-batches
   // add their gradients (of the loss scaled by 1/K) to persistent
   // accumulators, and every K-th one also updates the parameters and clears
-  // the accumulators. The evaluation graph is the model at batch eval_batch.
+  // the accumulators. The evaluation graph is the model at batch eval_batch,
+  // or, when its plan is over the spec's budget, at the largest divisor of
+  // eval_batch whose plan fits (eval_batch() says which).
   // `poison`: poison mode (src/runtime/executor.h).
   static Result<std::unique_ptr<TrainingProgram>> create(const StepSpec& spec, int64_t eval_batch,
                                                          bool poison = false);

@@ -60,3 +60,11 @@ echo "cli_train: ok"
 refused "but this machine has" train --model gpt --synthetic --epochs 1
 refused "make the step smaller: --budget BYTES" train --model mlp --synthetic --batch 10000000000 --epochs 1
 echo "cli_train: memory ok"
+# Evaluation fits the budget training is given: Fashion-MNIST's test batches
+# of 1000 would plan more than this budget, so smaller ones are chosen, and
+# said.
+log=$("$memfit" train --model lenet --batch 64 --budget 11700000 --epochs 1 --limit 1000)
+echo "$log"
+grep -Eq "^evaluation: batches of [0-9]+ test examples, not 1000: the largest whose plan fits --budget$" <<<"$log"
+grep -q "final test accuracy" <<<"$log"
+echo "cli_train: budget ok"
