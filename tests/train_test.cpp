@@ -153,21 +153,17 @@ TEST(Resume, RefusesBadCheckpoints) {
 
   // Another batch, another schedule length: the position and the schedule
   // depend on them.
-  TrainOptions batch = small_run("lenet");
-  batch.epochs = 1;
-  batch.step.model.batch = 25;
-  batch.resume_path = path;
-  auto wrong_batch = train(batch, quiet);
-  ASSERT_FALSE(wrong_batch.is_ok());
-  EXPECT_NE(wrong_batch.message().find("--batch 50 in the checkpoint, 25 now"), std::string::npos)
-      << wrong_batch.message();
-  TrainOptions longer = small_run("lenet");
-  longer.epochs = 3;
-  longer.resume_path = path;
-  auto wrong_epochs = train(longer, quiet);
-  ASSERT_FALSE(wrong_epochs.is_ok());
-  EXPECT_NE(wrong_epochs.message().find("--epochs 1 in the checkpoint, 3 now"), std::string::npos)
-      << wrong_epochs.message();
+  const auto expect_refused = [&](int64_t batch, int64_t epochs, const std::string& why) {
+    TrainOptions o = small_run("lenet");
+    o.step.model.batch = batch;
+    o.epochs = epochs;
+    o.resume_path = path;
+    auto result = train(o, quiet);
+    ASSERT_FALSE(result.is_ok()) << why;
+    EXPECT_NE(result.message().find(why), std::string::npos) << result.message();
+  };
+  expect_refused(25, 1, "--batch 50 in the checkpoint, 25 now");
+  expect_refused(50, 3, "--epochs 1 in the checkpoint, 3 now");
 
   // Truncated: refused, and the file is left as it was.
   const auto size = std::filesystem::file_size(path);

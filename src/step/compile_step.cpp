@@ -100,13 +100,15 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   const Techniques& t = step.techniques;
   MEMFIT_ASSIGN_OR_RETURN(step.backend, make_backend(spec.backend, spec.threads));
   const UpdateMode mode = spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  MEMFIT_ASSIGN_OR_RETURN(Graph graph, build_step_graph(spec.model, spec.accumulate,
-                                                        spec.optimizer, mode, &step.model,
-                                                        spec.fuse));
-  if (spec.fuse) graph = fuse_gradient_sums(graph);
-  if (spec.blocked_layouts) {
-    MEMFIT_ASSIGN_OR_RETURN(graph, assign_layouts(graph, *step.backend, &step.layouts));
-  }
+  // A step graph in `mode`, its gradient sums fused and its layouts assigned.
+  const auto laid_out = [&](UpdateMode mode, Model* model, LayoutSummary* layouts) -> Result<Graph> {
+    MEMFIT_ASSIGN_OR_RETURN(Graph built, build_step_graph(spec.model, spec.accumulate,
+                                                          spec.optimizer, mode, model, spec.fuse));
+    if (spec.fuse) built = fuse_gradient_sums(built);
+    if (spec.blocked_layouts) return assign_layouts(built, *step.backend, layouts);
+    return built;
+  };
+  MEMFIT_ASSIGN_OR_RETURN(Graph graph, laid_out(mode, &step.model, &step.layouts));
   std::vector<std::pair<std::string, size_t>> states;
   for (const Value& v : graph.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) {
@@ -118,12 +120,7 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   // arena: both steps keep their persistent inputs in one band of it.
   Graph acc;
   if (spec.accumulate > 1) {
-    MEMFIT_ASSIGN_OR_RETURN(acc, build_step_graph(spec.model, spec.accumulate, spec.optimizer,
-                                                  UpdateMode::accumulate, nullptr, spec.fuse));
-    if (spec.fuse) acc = fuse_gradient_sums(acc);
-    if (spec.blocked_layouts) {
-      MEMFIT_ASSIGN_OR_RETURN(acc, assign_layouts(acc, *step.backend));
-    }
+    MEMFIT_ASSIGN_OR_RETURN(acc, laid_out(UpdateMode::accumulate, nullptr, nullptr));
     for (const Value& v : acc.values()) {
       if (!v.producer.valid() && is_persistent(v.role)) states.emplace_back(v.name, v.bytes());
     }
