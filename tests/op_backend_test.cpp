@@ -176,7 +176,8 @@ TEST(BlockedOps, AreTheConvolutionNetworkOps) {
   for (OpKind op : ops_with_blocked_examples()) names.emplace_back(op_name(op));
   for (const char* op : {"conv2d", "conv2d_grad_input", "conv2d_grad_weight", "conv3d",
                          "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm",
-                         "batch_norm_grad", "relu", "relu_grad", "add"}) {
+                         "batch_norm_grad", "relu", "relu_grad", "add", "sgd_update",
+                         "adamw_update"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), op), names.end()) << op;
   }
   for (const char* op : {"linear", "softmax", "reshape", "concat", "dropout", "upsample"}) {

@@ -158,6 +158,7 @@ StepRun run_step(TrainingProgram& program, int64_t accumulate, bool verify) {
   run.recompute = program.recompute_summary();
   run.swap = program.swap_summary();
   run.arena = exe.plan().arena_bytes;
+  run.lower_bound = exe.plan().lower_bound_bytes;
   run.host = exe.plan().host_bytes;
   program.init_state(run.state, 7);
   run.losses = run_synthetic_micro_batches(program, accumulate, run.state);

@@ -103,6 +103,7 @@ struct StepRun {
   RecomputeSummary recompute;
   SwapSummary swap;
   size_t arena = 0;
+  size_t lower_bound = 0;  // the plan's most live bytes at one step
   size_t host = 0;
 };
 

@@ -100,15 +100,25 @@ struct TensorType {
 // (rank 4 and 5 only): dimension 1, the channels, is split into blocks of 8 or
 // 16 channels that are the innermost dimension, and padded with zeros to a
 // whole block: oneDNN's nChw8c, nCdhw16c, ... The cpu backend chooses them for
-// the values of convolution networks (src/passes/assign_layouts.h); every other
-// value, and every value a host reads or writes, is plain.
-enum class Layout : uint8_t { plain, c8, c16 };
+// the values of convolution networks (src/passes/assign_layouts.h). oi8 and
+// oi16 (rank 4 and 5, convolution weights (O, I, K...)): dimensions 0 and 1
+// are both split into blocks and padded so, the input channel's block outside
+// the output channel's: oneDNN's OIhw8i8o (ABcd8b8a), OIdhw16i16o, ... Values
+// a host reads or writes are plain, but persistent state, which the executor
+// converts as it loads and stores it (pack_layout, unpack_layout).
+enum class Layout : uint8_t { plain, c8, c16, oi8, oi16 };
 std::string_view layout_name(Layout layout);
 Result<Layout> layout_from_name(std::string_view name);
-// Channels per block: 1 for plain.
+// Elements per block: 1 for plain.
 int64_t layout_block(Layout layout);
+// Whether `layout` is one of the weights' layouts (oi8, oi16).
+bool is_weight_layout(Layout layout);
 // The elements stored for `shape` in `layout`, padding included.
 int64_t stored_elements(const Shape& shape, Layout layout);
+// `plain` (num_elements(shape) floats, row-major) into `stored`
+// (stored_elements(shape, layout) floats) in `layout`, padding zeroed; and back.
+void pack_layout(const float* plain, const Shape& shape, Layout layout, float* stored);
+void unpack_layout(const float* stored, const Shape& shape, Layout layout, float* plain);
 
 int64_t num_elements(const Shape& shape);
 std::string shape_string(const Shape& shape);     // "[2,3]"

@@ -50,9 +50,13 @@ struct PlanReport {
   std::string isa;      // the instruction set oneDNN's kernels use ("none" for reference)
   int threads = 0;      // the threads the kernels were made for
   // The blocked layout of convolution networks' values ("plain": none), how
-  // many values are in it and how many reorder nodes the step has.
+  // many values are in it, the blocked layout of convolution weights and how
+  // many values (weights, their gradients and state) are in it, and how many
+  // reorder nodes the step has.
   std::string layout = "plain";
   size_t blocked_values = 0;
+  std::string weight_layout = "plain";
+  size_t weight_values = 0;
   size_t reorders = 0;
   Techniques techniques;  // what the request's technique settings resolve to
   size_t arena_bytes = 0;        // the planned arena: what the step needs

@@ -107,16 +107,20 @@ std::string_view layout_name(Layout layout) {
       return "c8";
     case Layout::c16:
       return "c16";
+    case Layout::oi8:
+      return "oi8";
+    case Layout::oi16:
+      return "oi16";
   }
   MEMFIT_CHECK(false);
   return "";
 }
 
 Result<Layout> layout_from_name(std::string_view name) {
-  for (Layout layout : {Layout::plain, Layout::c8, Layout::c16}) {
+  for (Layout layout : {Layout::plain, Layout::c8, Layout::c16, Layout::oi8, Layout::oi16}) {
     if (layout_name(layout) == name) return layout;
   }
-  return Status::error("unknown layout '" + std::string(name) + "'; use plain, c8 or c16");
+  return Status::error("unknown layout '" + std::string(name) + "'; use plain, c8, c16, oi8 or oi16");
 }
 
 int64_t layout_block(Layout layout) {
@@ -124,19 +128,25 @@ int64_t layout_block(Layout layout) {
     case Layout::plain:
       return 1;
     case Layout::c8:
+    case Layout::oi8:
       return 8;
     case Layout::c16:
+    case Layout::oi16:
       return 16;
   }
   MEMFIT_CHECK(false);
   return 1;
 }
 
+bool is_weight_layout(Layout layout) { return layout == Layout::oi8 || layout == Layout::oi16; }
+
 int64_t stored_elements(const Shape& shape, Layout layout) {
   const int64_t block = layout_block(layout);
   if (block == 1 || shape.size() < 2) return num_elements(shape);
+  auto whole_blocks = [block](int64_t n) { return (n + block - 1) / block * block; };
   Shape padded = shape;
-  padded[1] = (shape[1] + block - 1) / block * block;
+  padded[1] = whole_blocks(shape[1]);
+  if (is_weight_layout(layout)) padded[0] = whole_blocks(shape[0]);
   return num_elements(padded);
 }
 

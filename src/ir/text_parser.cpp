@@ -23,7 +23,7 @@ namespace {
 
 // Every DType and Role, to read them by name; keep in step with memfit/ir.h.
 constexpr DType kDTypes[] = {DType::f32, DType::i32};
-constexpr Layout kLayouts[] = {Layout::plain, Layout::c8, Layout::c16};
+constexpr Layout kLayouts[] = {Layout::plain, Layout::c8, Layout::c16, Layout::oi8, Layout::oi16};
 constexpr Role kRoles[] = {Role::input, Role::label,      Role::parameter, Role::optimizer_state,
                            Role::state, Role::activation, Role::gradient,  Role::temporary};
 

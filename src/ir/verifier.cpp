@@ -63,10 +63,11 @@ Status check_values(const Graph& graph) {
                              ", which only f32 values of rank 4 or 5 may have: " +
                              type_string(value.type));
       }
-      if (!value.producer.valid()) {
+      if (!value.producer.valid() && !is_persistent(value.role)) {
         return Status::error(label + " is a graph input in layout " +
                              std::string(layout_name(value.layout)) +
-                             "; graph inputs are plain (a host writes them)");
+                             "; graph inputs other than persistent state are plain (a host "
+                             "writes them)");
       }
     }
     if (!value.producer.valid()) {
@@ -161,9 +162,11 @@ Status check_updates(const Graph& graph) {
                            ", which does not persist across steps (parameter, optimizer_state "
                            "and state do)");
     }
-    if (next.layout != Layout::plain) {
+    if (next.layout != state.layout) {
       return Status::error(label + ": %" + next.name + " is in layout " +
-                           std::string(layout_name(next.layout)) + "; the next value of state is plain");
+                           std::string(layout_name(next.layout)) + ", its state in " +
+                           std::string(layout_name(state.layout)) +
+                           "; the next value of state is in the state's layout");
     }
     if (next.type != state.type) {
       return Status::error(label + ": %" + next.name + " has type " + type_string(next.type) +

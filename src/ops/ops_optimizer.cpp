@@ -36,7 +36,10 @@ void register_optimizer_ops(OpTableBuilder& table) {
   sgd.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({3, 4}), ops::f32({3, 4}), ops::f32({3, 4})}, SgdAttrs{0.1f, 0.9f, 1e-4f}),
-        ops::example({ops::f32({5}), ops::f32({5})}, SgdAttrs{0.05f, 0.0f, 0.0f})};
+        ops::example({ops::f32({5}), ops::f32({5})}, SgdAttrs{0.05f, 0.0f, 0.0f}),
+        // Convolution weights' shape: the cpu backend's blocked layouts.
+        ops::example({ops::f32({4, 10, 3, 3}), ops::f32({4, 10, 3, 3}), ops::f32({4, 10, 3, 3})},
+                     SgdAttrs{0.1f, 0.9f, 1e-4f})};
   };
   table.add(sgd);
 
@@ -49,7 +52,10 @@ void register_optimizer_ops(OpTableBuilder& table) {
     OpExample ex = ops::example({ops::f32({3, 4}), ops::f32({3, 4}), ops::f32({3, 4}), ops::f32({3, 4})},
                                 AdamWAttrs{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f});
     ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
-    return std::vector<OpExample>{ex};
+    OpExample weights = ex;  // convolution weights' shape: the cpu backend's blocked layouts
+    const auto w = ops::f32({4, 10, 3, 3});
+    weights.inputs = {w, w, w, w};
+    return std::vector<OpExample>{ex, weights};
   };
   table.add(adamw);
 }

@@ -54,12 +54,14 @@ Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
   MEMFIT_CHECK(workspace_bytes.size() == graph.num_nodes());
   BackendPlan planned;
   planned.sizes.workspace_bytes = std::move(workspace_bytes);
-  // Values exchanged with the host (inputs, state, outputs) are copied as plain data.
+  // Values exchanged with the host are copied as plain data (inputs, outputs),
+  // or converted by the executor as it loads and stores them (state).
   for (size_t v = 0; v < graph.num_values(); ++v) {
     const TensorLayout layout = backend.layout(graph, ValueId(static_cast<int32_t>(v)));
     planned.sizes.value_bytes.push_back(layout.bytes);
-    if (!graph.values()[v].producer.valid() && layout.format != "plain") {
-      return Status::error("graph input '" + graph.values()[v].name + "' must have the plain layout");
+    const Value& value = graph.values()[v];
+    if (!value.producer.valid() && !is_persistent(value.role) && layout.format != "plain") {
+      return Status::error("graph input '" + value.name + "' must have the plain layout");
     }
   }
   planned.graph = std::move(graph);

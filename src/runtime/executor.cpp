@@ -157,7 +157,8 @@ Status Executable::load_state(const StateStore& state) {
     if (!tensor || tensor->size() != static_cast<size_t>(value.elements())) {
       return Status::error("state '" + value.name + "' is missing or has the wrong size");
     }
-    std::memcpy(at(plan_.value_slices[v]), tensor->data(), value.bytes());
+    pack_layout(tensor->data(), value.type.shape, value.layout,
+                reinterpret_cast<float*>(at(plan_.value_slices[v])));
   }
   state_loaded_ = true;
   return Status::ok();
@@ -168,8 +169,10 @@ void Executable::store_state(StateStore& state) const {
   for (size_t v = 0; v < graph_.num_values(); ++v) {
     const Value& value = graph_.values()[v];
     if (value.producer.valid() || !is_persistent(value.role)) continue;
-    const auto* begin = reinterpret_cast<const float*>(at(plan_.value_slices[v]));
-    state[value.name].assign(begin, begin + value.elements());
+    std::vector<float>& tensor = state[value.name];
+    tensor.resize(static_cast<size_t>(value.elements()));
+    unpack_layout(reinterpret_cast<const float*>(at(plan_.value_slices[v])), value.type.shape,
+                  value.layout, tensor.data());
   }
 }
 
@@ -189,12 +192,21 @@ Status Executable::copy_state_from(const Executable& other) {
       return Status::error("state '" + value.name + "' is not in the executable it is copied from");
     }
     const Value& source = other.graph_.values()[it->second];
-    if (source.bytes() != value.bytes()) {
-      return Status::error("state '" + value.name + "' has another size in the executable it is copied from");
+    if (source.type != value.type) {
+      return Status::error("state '" + value.name + "' has another type in the executable it is copied from");
     }
     std::byte* to = at(plan_.value_slices[v]);
     const std::byte* from = other.at(other.plan_.value_slices[it->second]);
-    if (to != from) std::memcpy(to, from, value.bytes());  // the same bytes on a shared band
+    if (source.layout == value.layout) {
+      if (to != from) std::memcpy(to, from, value.bytes());  // the same bytes on a shared band
+      continue;
+    }
+    // Laid out otherwise (a graph whose convolutions chose other weight
+    // formats): through the plain layout.
+    MEMFIT_CHECK(to != from);
+    std::vector<float> plain(static_cast<size_t>(value.elements()));
+    unpack_layout(reinterpret_cast<const float*>(from), source.type.shape, source.layout, plain.data());
+    pack_layout(plain.data(), value.type.shape, value.layout, reinterpret_cast<float*>(to));
   }
   state_loaded_ = true;
   return Status::ok();

@@ -51,13 +51,18 @@ struct BlockedOperands {
     none,    // every input must be plain, and the outputs are
     seed,    // `inputs` must be blocked, `either_inputs` may be blocked or plain,
              // `outputs` are blocked
-    follow,  // when one of `inputs` is blocked, all of them must be and
-             // `outputs` are; otherwise all are plain
+    follow,  // when one of `inputs` is blocked, all of them must be in its
+             // layout and `outputs` are; otherwise all are plain
   };
   Kind kind = Kind::none;
   uint32_t inputs = 0;
   uint32_t either_inputs = 0;
   uint32_t outputs = 0;
+  // Convolution weights the kernel reads (`weight_inputs`) or writes
+  // (`weight_outputs`) in `weights` (oi8, oi16) without a reorder; plain: none.
+  Layout weights = Layout::plain;
+  uint32_t weight_inputs = 0;
+  uint32_t weight_outputs = 0;
 };
 
 class Backend {

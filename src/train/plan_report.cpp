@@ -84,6 +84,8 @@ PlanReport plan_report(const CompiledStep& step) {
   report.threads = step.backend->threads();
   if (step.layouts.blocked_values > 0) report.layout = layout_name(step.backend->blocked_layout());
   report.blocked_values = step.layouts.blocked_values;
+  report.weight_values = step.layouts.weight_values;
+  report.weight_layout = layout_name(step.layouts.weights);
   report.reorders = step.layouts.reorders;
   report.techniques = step.techniques;
   report.arena_bytes = plan.arena_bytes;

@@ -284,8 +284,10 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
              std::string(name_of(spec.optimizer.kind)).c_str(), report.backend.c_str(),
              report.isa.c_str(), report.threads, t.share ? "on" : "off");
   if (report.blocked_values > 0) {
-    out += format("  layouts: %zu values in %s (channel-blocked), %zu reorder nodes\n",
-                  report.blocked_values, report.layout.c_str(), report.reorders);
+    out += format("  layouts: %zu values in %s (channel-blocked), %zu in %s (weights), %zu reorder "
+                  "nodes\n",
+                  report.blocked_values, report.layout.c_str(), report.weight_values,
+                  report.weight_layout.c_str(), report.reorders);
   }
   auto bytes_line = [&](const char* label, size_t bytes) {
     out += format("  %-20s %12s %14zu bytes\n", label, human_bytes(bytes).c_str(), bytes);
@@ -356,7 +358,9 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += "  \"isa\": " + json_string(report.isa) + ",\n";
   out += format("  \"threads\": %d,\n", report.threads);
   out += "  \"layout\": " + json_string(report.layout) + ",\n";
-  out += format("  \"blocked_values\": %zu,\n  \"reorders\": %zu,\n", report.blocked_values,
+  out += format("  \"blocked_values\": %zu,\n", report.blocked_values);
+  out += "  \"weight_layout\": " + json_string(report.weight_layout) + ",\n";
+  out += format("  \"weight_values\": %zu,\n  \"reorders\": %zu,\n", report.weight_values,
                 report.reorders);
   out += format("  \"sharing\": %s,\n  \"budget_bytes\": %zu,\n", t.share ? "true" : "false",
                 spec.budget);

@@ -169,10 +169,12 @@ Result<TrainReport> train(const TrainOptions& options,
   log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
   if (program->layout_summary().blocked_values > 0) {
-    log(format("layouts: %zu values in %s (oneDNN's channel-blocked layout), %zu reorder nodes",
-               program->layout_summary().blocked_values,
-               std::string(layout_name(program->blocked_layout())).c_str(),
-               program->layout_summary().reorders));
+    const LayoutSummary& layouts = program->layout_summary();
+    log(format("layouts: %zu values in %s (oneDNN's channel-blocked layout), %zu in %s (its "
+               "weights layout: convolution weights, their gradients and state), %zu reorder nodes",
+               layouts.blocked_values, std::string(layout_name(program->blocked_layout())).c_str(),
+               layouts.weight_values, std::string(layout_name(layouts.weights)).c_str(),
+               layouts.reorders));
   }
   if (t.recompute != Recompute::none || t.mirror) {
     const RecomputeSummary& r = program->recompute_summary();

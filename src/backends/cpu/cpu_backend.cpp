@@ -163,8 +163,10 @@ class CpuBackend final : public Backend {
 
   // The kernels that run in the blocked layout (src/passes/assign_layouts.h):
   // oneDNN's convolutions, batch norm and pooling, and the loops of max
-  // pooling, are seeds; oneDNN's eltwise and the loops of add, sub and mul of
-  // same-shape operands follow their inputs.
+  // pooling, are seeds; oneDNN's eltwise, the loops of add, sub and mul of
+  // same-shape operands, the optimizer updates and a fill of zeros follow
+  // their inputs. Convolutions read and write their weights in oneDNN's
+  // blocked weights layout where it is one of memfit's (oi8, oi16).
   BlockedOperands blocked_operands(const Graph& graph, const Node& node) const override {
     using Kind = BlockedOperands::Kind;
     auto volume = [&](size_t input) {
@@ -179,14 +181,20 @@ class CpuBackend final : public Backend {
         // x with fewer channels than a block (an image) is read as it is;
         // oneDNN's fast kernels take a plain x only for such first layers.
         // conv2d_add's residual r (input 2) is in y's layout.
+        // The weights (input 1) are read plain or in a weights layout as they
+        // are; oneDNN's own (weights) where they may take it.
         const bool image = graph.value(node.inputs[0]).type.shape[1] < layout_block(blocked_);
         const uint32_t residual = node.op == OpKind::conv2d_add ? 0b100 : 0;
-        return image ? BlockedOperands{Kind::seed, residual, 0b1, 0b1}
-                     : BlockedOperands{Kind::seed, 0b1 | residual, 0, 0b1};
+        BlockedOperands operands = image ? BlockedOperands{Kind::seed, residual, 0b1 | weights_as_they_are(graph, node), 0b1}
+                                         : BlockedOperands{Kind::seed, 0b1 | residual, weights_as_they_are(graph, node), 0b1};
+        const Layout x = image ? graph.value(node.inputs[0]).layout : blocked_;
+        operands.weights = cpu::conv_weight_layout(graph, node, x, blocked_);
+        if (operands.weights != Layout::plain) operands.weight_inputs = 0b10;
+        return operands;
       }
       case OpKind::conv2d_grad_input:
       case OpKind::conv3d_grad_input:
-        return {Kind::seed, 0b1, 0, 0b1};
+        return {Kind::seed, 0b1, weights_as_they_are(graph, node), 0b1};
       case OpKind::conv2d_grad_weight:
       case OpKind::conv3d_grad_weight:
         // dy in x's layout (dw plain), except that a first layer's image x
@@ -200,7 +208,12 @@ class CpuBackend final : public Backend {
           }
           return {};
         }
-        return {Kind::seed, 0b11, 0, 0};
+        {
+          BlockedOperands operands{Kind::seed, 0b11, 0, 0};
+          operands.weights = cpu::conv_weight_layout(graph, node, blocked_, blocked_);
+          if (operands.weights != Layout::plain) operands.weight_outputs = 0b1;
+          return operands;
+        }
       case OpKind::max_pool2d:
       case OpKind::max_pool3d:
       case OpKind::avg_pool2d:
@@ -238,9 +251,25 @@ class CpuBackend final : public Backend {
                           graph.value(node.inputs[1]).type.shape == y;
         return same ? BlockedOperands{Kind::follow, 0b11, 0, 0b1} : BlockedOperands{};
       }
+      case OpKind::sgd_update:
+      case OpKind::adamw_update:
+        // Element by element over the stored elements: every operand in one layout.
+        return {Kind::follow, 0b1111, 0, 0b111};
+      case OpKind::fill:
+        // Zeros, padding included, over a blocked input's bytes.
+        return node.inputs.size() == 1 && std::get<FillAttrs>(node.attrs).value == 0.0f
+                   ? BlockedOperands{Kind::follow, 0b1, 0, 0b1}
+                   : BlockedOperands{};
       default:
         return {};
     }
+  }
+
+  // The mask of a convolution's weights (input 1) where they may stay as
+  // they are: plain or in a weights layout (not in an activations' one).
+  static uint32_t weights_as_they_are(const Graph& graph, const Node& node) {
+    const Layout layout = graph.value(node.inputs[1]).layout;
+    return layout == Layout::plain || is_weight_layout(layout) ? 0b10 : 0;
   }
 
   std::string isa() const override { return isa_name(dnnl::get_effective_cpu_isa()); }

@@ -50,6 +50,15 @@ memory::desc weights_md(const Shape& w, int64_t groups) {
   return plain_md(grouped);
 }
 
+// The weights value `w` as it is stored: in its blocked layout (oi8, oi16:
+// never grouped), or plain as weights_md says.
+memory::desc weights_md(const Graph& graph, ValueId w, int64_t groups) {
+  const Value& value = graph.value(w);
+  if (value.layout == Layout::plain) return weights_md(value.type.shape, groups);
+  MEMFIT_CHECK(groups == 1);
+  return value_md(graph, w);
+}
+
 // The weights descriptor a primitive is created with: the plain one while the
 // activations are plain (oneDNN's gemm-based convolution reads it as it is),
 // or "any" when they are blocked, so that oneDNN picks the blocked weights
@@ -60,14 +69,14 @@ memory::desc weights_choice(const memory::desc& plain, bool blocked) {
   return memory::desc(plain.dims(), memory::data_type::f32, memory::format_tag::any);
 }
 
-// Where a primitive reads weights (input `input`, plain) from: the input
-// itself when `chosen` is plain, else a copy in `chosen`'s format that a
-// reorder writes into the kernel's workspace first.
+// Where a primitive reads weights (input `input`, stored as `given`) from:
+// the input itself when `chosen` is its format, else a copy in `chosen`'s
+// format that a reorder writes into the kernel's workspace first.
 ArgBuffer read_weights(PrimitiveKernel& kernel, const memory::desc& chosen,
-                       const memory::desc& plain, size_t input) {
-  if (chosen == plain) return input_arg(DNNL_ARG_WEIGHTS, input, plain);
+                       const memory::desc& given, size_t input) {
+  if (chosen == given) return input_arg(DNNL_ARG_WEIGHTS, input, given);
   const size_t offset = kernel.reserve(chosen.get_size());
-  kernel.add_reorder(input_arg(DNNL_ARG_FROM, input, plain), workspace_arg(DNNL_ARG_TO, offset, chosen));
+  kernel.add_reorder(input_arg(DNNL_ARG_FROM, input, given), workspace_arg(DNNL_ARG_TO, offset, chosen));
   return workspace_arg(DNNL_ARG_WEIGHTS, offset, chosen);
 }
 
@@ -91,7 +100,7 @@ template <class A>
 std::unique_ptr<Kernel> conv_kernel(const Graph& graph, const Node& node) {
   const ConvGeometry g = geometry(std::get<A>(node.attrs));
   const memory::desc x = input_md(graph, node, 0);
-  const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
+  const memory::desc w = weights_md(graph, node.inputs[1], g.groups);
   const memory::desc y = output_md(graph, node, 0);
   const bool residual = node.op == OpKind::conv2d_add;
   const size_t bias_input = residual ? 3 : 2;
@@ -115,7 +124,7 @@ template <class A>
 std::unique_ptr<Kernel> conv_grad_input_kernel(const Graph& graph, const Node& node) {
   const ConvGeometry g = geometry(std::get<A>(node.attrs));
   const memory::desc dy = input_md(graph, node, 0);
-  const memory::desc w = weights_md(input_shape(graph, node, 1), g.groups);
+  const memory::desc w = weights_md(graph, node.inputs[1], g.groups);
   const memory::desc dx = output_md(graph, node, 0);
   const memory::desc w_choice = weights_choice(w, touches_blocked(graph, node));
   const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, dx, w_choice, dy,
@@ -171,8 +180,8 @@ bool one_channel_grad_weight_via_channels_last(const Graph& graph, const Node& n
 }
 
 // dy (N, O, OS...), x (N, C, S...) -> dw (O, C/g, K...), and db (O) when
-// attrs.bias. Weights in a blocked format are written into the workspace and
-// reordered into dw. A one-channel image goes channels-last (see
+// attrs.bias. Weights in a blocked format other than dw's are written into
+// the workspace and reordered into dw. A one-channel image goes channels-last (see
 // one_channel_grad_weight_via_channels_last).
 template <class A>
 std::unique_ptr<Kernel> conv_grad_weight_kernel(const Graph& graph, const Node& node) {
@@ -184,7 +193,7 @@ std::unique_ptr<Kernel> conv_grad_weight_kernel(const Graph& graph, const Node& 
       channels_last ? channels_last_md(input_shape(graph, node, 0)) : dy_given;
   const memory::desc x =
       channels_last ? channels_last_md(input_shape(graph, node, 1)) : input_md(graph, node, 1);
-  const memory::desc dw = weights_md(output_shape(graph, node, 0), g.groups);
+  const memory::desc dw = weights_md(graph, node.outputs[0], g.groups);
   const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
   const memory::desc dw_choice = weights_choice(dw, channels_last || touches_blocked(graph, node));
   const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw_choice,
@@ -280,6 +289,55 @@ bool image_grad_weight_reads_blocked_dy(const Graph& graph, const Node& node, La
              grad_weight_is_direct<Conv3dGradAttrs>(graph, node, x, dy);
     default:
       return false;
+  }
+}
+
+Layout conv_weight_layout(const Graph& graph, const Node& node, Layout x_layout, Layout blocked) {
+  if (blocked != Layout::c8 && blocked != Layout::c16) return Layout::plain;
+  const Layout candidate = blocked == Layout::c8 ? Layout::oi8 : Layout::oi16;
+  // The primitive of `node` (attrs A) with x in x_layout, y or dy in
+  // `blocked` (a seed's outputs are) and the weights' format left to oneDNN.
+  auto forward = [&]<class A>(const A& attrs) {
+    const ConvGeometry g = geometry(attrs);
+    const Shape& w = input_shape(graph, node, 1);
+    if (g.groups != 1) return Layout::plain;
+    const auto pd = forward_pd(layout_md(input_shape(graph, node, 0), x_layout),
+                               weights_choice(plain_md(w), true), memory::desc(),
+                               layout_md(output_shape(graph, node, 0), blocked), g);
+    return pd.weights_desc() == layout_md(w, candidate) ? candidate : Layout::plain;
+  };
+  auto weight_gradient = [&]<class A>(const A& attrs) {
+    const ConvGeometry g = geometry(attrs);
+    const Shape& w = output_shape(graph, node, 0);
+    if (g.groups != 1) return Layout::plain;
+    const memory::desc x = layout_md(input_shape(graph, node, 1), x_layout);
+    const memory::desc dy = layout_md(input_shape(graph, node, 0), blocked);
+    const memory::desc dw = weights_choice(plain_md(w), true);
+    const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
+    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw, db, dy,
+                                                        g.strides, g.dilates, g.padding_l,
+                                                        g.padding_r);
+    const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
+                                                                forward_pd(x, dw, db, dy, g));
+    return pd.diff_weights_desc() == layout_md(w, candidate) ? candidate : Layout::plain;
+  };
+  try {
+    switch (node.op) {
+      case OpKind::conv2d:
+      case OpKind::conv2d_relu:
+      case OpKind::conv2d_add:
+        return forward(std::get<Conv2dAttrs>(node.attrs));
+      case OpKind::conv3d:
+        return forward(std::get<Conv3dAttrs>(node.attrs));
+      case OpKind::conv2d_grad_weight:
+        return weight_gradient(std::get<Conv2dGradAttrs>(node.attrs));
+      case OpKind::conv3d_grad_weight:
+        return weight_gradient(std::get<Conv3dGradAttrs>(node.attrs));
+      default:
+        return Layout::plain;
+    }
+  } catch (const dnnl::error&) {
+    return Layout::plain;
   }
 }
 

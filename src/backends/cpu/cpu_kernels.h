@@ -26,6 +26,12 @@ bool conv_supported(const Node& node);
 // reads its x (a first layer's image) plain beside a dy in `blocked` on one
 // of oneDNN's direct kernels: then dy needs no reorder into the plain layout.
 bool image_grad_weight_reads_blocked_dy(const Graph& graph, const Node& node, Layout blocked);
+// The layout of the weights that the kernel of convolution `node` reads
+// (conv2d, its fused forms, conv3d: input 1) or writes (conv2d_grad_weight,
+// conv3d_grad_weight: output 0) as they are, with x in `x_layout` and y or dy
+// in `blocked`: oi8 or oi16, or plain when oneDNN chooses another format (a
+// first layer's, a grouped convolution's).
+Layout conv_weight_layout(const Graph& graph, const Node& node, Layout x_layout, Layout blocked);
 // avg_pool2d, avg_pool3d, global_avg_pool and their gradients
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node);
 // max_pool2d, max_pool3d and their gradients, plain or blocked (OpenMP loops)

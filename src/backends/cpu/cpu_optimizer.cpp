@@ -89,7 +89,9 @@ class AdamWKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_optimizer_kernel(const Graph& graph, const Node& node) {
-  const int64_t count = num_elements(input_shape(graph, node, 0));
+  // Every operand in the same layout (a blocked one's padding is zero and stays so).
+  const Value& w = graph.value(node.inputs[0]);
+  const int64_t count = stored_elements(w.type.shape, w.layout);
   switch (node.op) {
     case OpKind::sgd_update:
       return std::make_unique<SgdKernel>(std::get<SgdAttrs>(node.attrs), count);

@@ -1,5 +1,5 @@
 // reorder on oneDNN's reorder primitive: x in its layout -> y in its own
-// (plain <-> c8 / c16). A blocked output gets zeros in its padding.
+// (plain, c8, c16, oi8, oi16). A blocked output gets zeros in its padding.
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dnnl_util.h"
 

@@ -202,8 +202,10 @@ class FillKernel final : public Kernel {
 
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node) {
   if (node.op == OpKind::fill) {
+    // Blocked (only a fill of zeros is), the padding is filled too.
+    const Value& y = graph.value(node.outputs[0]);
     return std::make_unique<FillKernel>(std::get<FillAttrs>(node.attrs).value,
-                                        graph.value(node.outputs[0]).elements());
+                                        stored_elements(y.type.shape, y.layout));
   }
   const size_t element = dtype_size(graph.value(node.inputs[0]).type.dtype);
   switch (node.op) {

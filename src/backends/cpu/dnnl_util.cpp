@@ -51,8 +51,23 @@ dnnl::memory::desc layout_md(const Shape& shape, Layout layout) {
   if (layout == Layout::plain) return plain_md(shape);
   MEMFIT_CHECK(shape.size() == 4 || shape.size() == 5);
   const bool volume = shape.size() == 5;
-  const tag blocked = layout == Layout::c8 ? (volume ? tag::nCdhw8c : tag::nChw8c)
-                                           : (volume ? tag::nCdhw16c : tag::nChw16c);
+  tag blocked = tag::undef;
+  switch (layout) {
+    case Layout::c8:
+      blocked = volume ? tag::nCdhw8c : tag::nChw8c;
+      break;
+    case Layout::c16:
+      blocked = volume ? tag::nCdhw16c : tag::nChw16c;
+      break;
+    case Layout::oi8:
+      blocked = volume ? tag::ABcde8b8a : tag::ABcd8b8a;
+      break;
+    case Layout::oi16:
+      blocked = volume ? tag::ABcde16b16a : tag::ABcd16b16a;
+      break;
+    case Layout::plain:
+      break;
+  }
   return dnnl::memory::desc(to_dims(shape), dnnl::memory::data_type::f32, blocked);
 }
 
