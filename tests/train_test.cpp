@@ -126,6 +126,43 @@ TEST(Resume, GivesTheLossesOfAnUninterruptedRun) {
   EXPECT_LT(uninterrupted.losses.back(), uninterrupted.losses.front());
 }
 
+// LeNet keeps its second convolution's weights, their gradient and their
+// momentum in the blocked weights layout; its checkpoints hold plain
+// tensors, so a resume equals the uninterrupted run bit for bit, and a
+// checkpoint resumes under other layouts (as on another ISA) too.
+TEST(Resume, CheckpointsOfBlockedWeightsArePlain) {
+  TrainOptions whole;
+  whole.step.model.name = "lenet";
+  whole.step.model.batch = 32;
+  whole.synthetic = true;
+  whole.limit = 256;
+  whole.epochs = 2;
+  whole.seed = 3;
+  whole.log_every = 1000;
+  const auto uninterrupted = train(whole, quiet).value();
+  testing::ScratchDir dir;
+  const std::string path = dir.file("lenet.ckpt");
+  TrainOptions first = whole;
+  first.stop_after = 1;
+  first.save_path = path;
+  ASSERT_TRUE(train(first, quiet).is_ok());
+  std::string layouts;
+  TrainOptions second = whole;
+  second.resume_path = path;
+  const auto blocked = train(second, [&](const std::string& line) {
+                         if (line.rfind("layouts:", 0) == 0) layouts = line;
+                       }).value();
+  EXPECT_NE(layouts.find(" in oi"), std::string::npos) << layouts;
+  ASSERT_EQ(blocked.losses.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(blocked.losses[i], uninterrupted.losses[8 + i]) << i;
+  second.step.blocked_layouts = false;
+  const auto plain = train(second, quiet).value();
+  ASSERT_EQ(plain.losses.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_NEAR(plain.losses[i], uninterrupted.losses[8 + i], 1e-4 * std::abs(uninterrupted.losses[8 + i])) << i;
+  }
+}
+
 TEST(Resume, RefusesBadCheckpoints) {
   testing::ScratchDir dir;
   const std::string path = dir.file("bad.ckpt");
