@@ -163,6 +163,44 @@ TEST(Resume, CheckpointsOfBlockedWeightsArePlain) {
   }
 }
 
+// A stop request (SIGINT or SIGTERM in `memfit train`) ends the run after the
+// current optimizer step with a checkpoint of that position; the resume
+// continues at the next micro-batch, with the losses, dropout masks and
+// accuracy of the uninterrupted run.
+TEST(Resume, AStopRequestCheckpointsTheStepAndTheResumeContinuesThere) {
+  TrainOptions whole = small_run("mlp");
+  whole.epochs = 2;
+  const auto uninterrupted = train(whole, quiet).value();
+  ASSERT_EQ(uninterrupted.losses.size(), 40u);
+  testing::ScratchDir dir;
+  TrainOptions first = whole;
+  first.save_path = dir.file("stopped.ckpt");
+  int asked = 0;
+  first.stop_requested = [&asked] { return ++asked == 3; };  // after the third optimizer step
+  const auto part1 = train(first, quiet).value();
+  EXPECT_TRUE(part1.stopped);
+  ASSERT_EQ(part1.losses.size(), 6u);  // 3 steps of 2 micro-batches
+  EXPECT_TRUE(part1.test_accuracy.empty());
+  TrainOptions second = whole;
+  second.resume_path = first.save_path;
+  const auto part2 = train(second, quiet).value();
+  EXPECT_FALSE(part2.stopped);
+  ASSERT_EQ(part2.losses.size(), 34u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(part1.losses[i], uninterrupted.losses[i]) << i;
+  for (size_t i = 0; i < 34; ++i) EXPECT_EQ(part2.losses[i], uninterrupted.losses[6 + i]) << i;
+  EXPECT_EQ(part2.test_accuracy, uninterrupted.test_accuracy);
+  EXPECT_EQ(part2.optimizer_steps, uninterrupted.optimizer_steps);
+  // Asked at an epoch's last step, the run stops after that epoch's evaluation.
+  TrainOptions at_end = whole;
+  int calls = 0;
+  // Epoch 1's first 9 steps ask (the 10th is its last), then its end asks.
+  at_end.stop_requested = [&calls] { return ++calls >= 10; };
+  const auto epoch1 = train(at_end, quiet).value();
+  EXPECT_TRUE(epoch1.stopped);
+  EXPECT_EQ(epoch1.losses.size(), 20u);
+  EXPECT_EQ(epoch1.test_accuracy.size(), 1u);
+}
+
 TEST(Resume, RefusesBadCheckpoints) {
   testing::ScratchDir dir;
   const std::string path = dir.file("bad.ckpt");

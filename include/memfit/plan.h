@@ -106,6 +106,8 @@ struct MaxBatchReport {
   int64_t max_batch = 0;
   PlanReport plan;  // the plan of max_batch
   int plans = 0;    // batches planned by the search
+  // max_batch is the search's largest probe (2^24): larger batches were not tried.
+  bool at_search_limit = false;
 };
 Result<MaxBatchReport> find_max_batch(const PlanRequest& request);
 // As `memfit maxbatch` prints it: text, or one JSON object with at least

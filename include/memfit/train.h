@@ -33,6 +33,11 @@ struct TrainOptions {
   bool profile = false;     // log the mean step's time by phase and op kind at the end
                             // (the steps that update the parameters, the first left out)
   std::string trace_path;   // write the last such step as a Chrome trace here; empty: none
+  // Asked after every optimizer step (null: never): true ends the run there,
+  // with a checkpoint of that position when save_path is set, which --resume
+  // continues from the next step (`memfit train` asks whether SIGINT or
+  // SIGTERM came).
+  std::function<bool()> stop_requested;
 };
 
 struct TrainReport {
@@ -42,6 +47,7 @@ struct TrainReport {
   size_t arena_bytes = 0;             // the planned arena of a training step
   size_t high_water_bytes = 0;        // the most arena bytes a step touched (measured)
   int64_t optimizer_steps = 0;        // total, including those before a resume
+  bool stopped = false;               // stop_requested ended the run before its end
 };
 
 // Trains on Fashion-MNIST or synthetic data; `log` receives progress lines.

@@ -78,6 +78,7 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request) {
   report.max_batch = good;
   report.plan = *probes.at(good).value();
   report.plans = probes.plans();
+  report.at_search_limit = bad == 0;
   return report;
 }
 
@@ -88,7 +89,10 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
                     human_bytes(request.step.budget) + ", sharing " + (t.share ? "on" : "off") +
                     ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
                     std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) + "\n";
-  out += "  max batch            " + std::to_string(report.max_batch) + "\n";
+  out += "  max batch            " + std::to_string(report.max_batch) +
+         (report.at_search_limit ? " (the search's largest probe: larger batches were not tried)"
+                                 : "") +
+         "\n";
   out += "  arena                " + human_bytes(p.arena_bytes) + " (" +
          std::to_string(p.arena_bytes) + " bytes)\n";
   out += "  host pool            " + human_bytes(p.host_bytes) + " (" +
@@ -129,6 +133,7 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
   field("auto_choice", quoted(p.auto_choice));
   field("recomputed_values", std::to_string(p.recomputed_values));
   field("max_batch", std::to_string(report.max_batch));
+  field("at_search_limit", report.at_search_limit ? "true" : "false");
   field("arena_bytes", std::to_string(p.arena_bytes));
   field("host_bytes", std::to_string(p.host_bytes));
   field("swapped_values", std::to_string(p.swapped_values));

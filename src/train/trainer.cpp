@@ -176,6 +176,13 @@ Result<TrainReport> train(const TrainOptions& options,
                layouts.weight_values, std::string(layout_name(layouts.weights)).c_str(),
                layouts.reorders));
   }
+  if (t.automatic) {
+    const AutoSummary& a = program->auto_summary();
+    log(format("policy auto: plan %s chosen (%zu of %zu candidate values recomputed, %zu "
+               "swapped), arena %zu bytes, predicted step %.6f s",
+               a.choice.c_str(), a.recomputed_values, a.candidates, a.swap.swapped_values,
+               a.arena_bytes, a.predicted_step_seconds));
+  }
   if (t.recompute != Recompute::none || t.mirror) {
     const RecomputeSummary& r = program->recompute_summary();
     log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
@@ -213,6 +220,15 @@ Result<TrainReport> train(const TrainOptions& options,
     log(format("resumed from %s after epoch %lld (step %lld)", options.resume_path.c_str(),
                static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
   }
+  const int64_t last_epoch =
+      options.stop_after > 0 ? std::min(options.stop_after, options.epochs) : options.epochs;
+  if (first_epoch >= last_epoch) {
+    return Status::error(format(
+        "checkpoint %s is after epoch %lld, and the run ends %s epoch %lld: nothing is left to "
+        "train",
+        options.resume_path.c_str(), static_cast<long long>(first_epoch),
+        last_epoch < options.epochs ? "(--stop-after) at" : "with", static_cast<long long>(last_epoch)));
+  }
 
   MEMFIT_RETURN_IF_ERROR(program->load_state(state));
   state = StateStore();  // the arena holds it from here on
@@ -222,25 +238,43 @@ Result<TrainReport> train(const TrainOptions& options,
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
   const int64_t micro_batches = sampler.batches_per_epoch() / options.step.accumulate * options.step.accumulate;
   const int64_t total_steps = options.epochs * micro_batches / options.step.accumulate;
+  // A checkpoint written by a stop request inside an epoch continues at its next micro-batch.
+  const int64_t resume_batch = counters.micro_step - first_epoch * micro_batches;
+  if (resume_batch < 0 || resume_batch >= micro_batches || resume_batch % options.step.accumulate != 0) {
+    return Status::error(format("checkpoint %s: its step counter (micro-batch %lld) is not a step of "
+                                "epoch %lld of this run",
+                                options.resume_path.c_str(), static_cast<long long>(counters.micro_step),
+                                static_cast<long long>(first_epoch + 1)));
+  }
   Batch inputs = Batch::for_model(program->model());
   TrainReport report;
   double train_seconds = 0;
   int64_t examples = 0;
   bool first_step_done = false;
-  const int64_t last_epoch = options.stop_after > 0 ? std::min(options.stop_after, options.epochs) : options.epochs;
   for (int64_t epoch = first_epoch; epoch < last_epoch; ++epoch) {
     const auto permutation = sampler.permutation(epoch);
     const auto start = Clock::now();
     auto window_start = start;
     double window_loss = 0;
     int64_t window_batches = 0;
-    for (int64_t b = 0; b < micro_batches; ++b) {
+    const int64_t begin = epoch == first_epoch ? resume_batch : 0;
+    bool stop = false;
+    int64_t b = begin;
+    for (; b < micro_batches && !stop; ++b) {
       const auto examples = std::span<const int64_t>(permutation).subspan(
           static_cast<size_t>(b * options.step.model.batch), static_cast<size_t>(options.step.model.batch));
       MEMFIT_RETURN_IF_ERROR(data->fill(false, examples, inputs));
       const float lr_scale = schedule_scale(options.schedule, counters.optimizer_step, total_steps);
       MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(inputs.feeds(), options.seed,
                                                               lr_scale, counters));
+      if (!std::isfinite(loss)) {
+        return Status::error(format(
+            "the loss is %s at epoch %lld, micro-batch %lld (optimizer step %lld): training "
+            "diverged and stopped%s; try a smaller --lr",
+            std::isnan(loss) ? "nan" : "infinite", static_cast<long long>(epoch + 1),
+            static_cast<long long>(b + 1), static_cast<long long>(counters.optimizer_step),
+            options.save_path.empty() ? "" : " (no checkpoint written for this epoch)"));
+      }
       report.losses.push_back(loss);
       window_loss += loss;
       ++window_batches;
@@ -260,9 +294,22 @@ Result<TrainReport> train(const TrainOptions& options,
         window_loss = 0;
         window_batches = 0;
       }
+      stop = step_done && b + 1 < micro_batches && options.stop_requested && options.stop_requested();
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    examples += micro_batches * options.step.model.batch;
+    examples += (b - begin) * options.step.model.batch;
+    if (stop) {
+      report.stopped = true;
+      log(format("stopped at epoch %lld, optimizer step %lld, as asked", static_cast<long long>(epoch + 1),
+                 static_cast<long long>(counters.optimizer_step)));
+      if (!options.save_path.empty()) {
+        MEMFIT_RETURN_IF_ERROR(save_checkpoint(
+            options.save_path, make_checkpoint(options.step.model.name, epoch, counters,
+                                               run_settings(options, *data), *program)));
+        log("saved " + options.save_path + " (--resume continues from the next step)");
+      }
+      break;
+    }
     MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, *data));
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
@@ -272,6 +319,11 @@ Result<TrainReport> train(const TrainOptions& options,
           options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters,
                                              run_settings(options, *data), *program)));
       log("saved " + options.save_path);
+    }
+    if (epoch + 1 < last_epoch && options.stop_requested && options.stop_requested()) {
+      report.stopped = true;
+      log(format("stopped after epoch %lld, as asked", static_cast<long long>(epoch + 1)));
+      break;
     }
   }
   if (options.profile) {

@@ -67,6 +67,8 @@ class TrainingProgram {
   const RecomputeSummary& recompute_summary() const { return step_.rewritten.recompute; }
   // What swapping did to the step graph that updates the parameters.
   const SwapSummary& swap_summary() const { return step_.rewritten.swap; }
+  // What --policy auto chose (empty choice without it).
+  const AutoSummary& auto_summary() const { return step_.rewritten.automatic; }
   // The resolved techniques of the step.
   const Techniques& techniques() const { return step_.techniques; }
   // Nodes of the step graph run by each backend, e.g. "cpu 14, reference 9".

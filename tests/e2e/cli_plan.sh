@@ -134,6 +134,11 @@ json=$("$memfit" maxbatch --model resnet-cifar --depth 11 --image-size 16 --budg
        --swap budget) || fail "maxbatch --swap budget exited $?"
 [ "$(number max_batch)" -gt "$shared" ] || fail "maxbatch --swap budget not above $shared: $json"
 grep -q '"predicted_step_seconds": ' <<<"$json" || fail "maxbatch: no predicted_step_seconds: $json"
+grep -q '"at_search_limit": false' <<<"$json" || fail "maxbatch: no at_search_limit: $json"
+# A budget larger than the search's largest probe needs: maxbatch says so.
+out=$("$memfit" maxbatch --model mlp --budget 1000000GiB) || fail "maxbatch under 1000000GiB exited $?"
+grep -Eq "^  max batch +16777216 \(the search's largest probe: larger batches were not tried\)$" <<<"$out" ||
+  fail "maxbatch at its largest probe does not say so: $out"
 out=$("$memfit" maxbatch --model lenet --budget 1KiB 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "maxbatch under 1KiB exited $rc, not 1"
 grep -q "even batch 1 does not fit" <<<"$out" || fail "maxbatch under 1KiB: $out"

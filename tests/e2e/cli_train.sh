@@ -14,6 +14,46 @@ log=$("$memfit" train --model mlp --epochs 2 --batch 50 --limit 1000 --resume "$
 echo "$log"
 grep -q "resumed from" <<<"$log"
 grep -q "epoch 2 done" <<<"$log"
+# Resuming a run that is over says so and fails, instead of training nothing.
+if out=$("$memfit" train --model mlp --epochs 2 --batch 50 --limit 1000 --stop-after 1 --resume "$dir/mlp.ckpt" 2>&1); then
+  echo "resuming a finished run succeeded: $out"; exit 1
+fi
+grep -q "is after epoch 1, and the run ends (--stop-after) at epoch 1: nothing is left to train" <<<"$out"
+# A loss that becomes nan stops the run with a message naming the step.
+if out=$("$memfit" train --model mlp --synthetic --epochs 3 --batch 32 --limit 256 --lr 1e30 2>&1); then
+  echo "a diverging run succeeded: $out"; exit 1
+fi
+grep -Eq "the loss is (nan|infinite) at epoch [0-9]+, micro-batch [0-9]+ \(optimizer step [0-9]+\): training diverged and stopped" <<<"$out"
+# SIGINT stops training after the current step, writes the checkpoint and
+# exits 130; the resume continues from it. A second signal ends it at once.
+"$memfit" train --model lenet --synthetic --batch 1024 --limit 8192 --epochs 3 --log-every 1 \
+  --save "$dir/signal.ckpt" >"$dir/signal.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do grep -q "^epoch 1 step 1 " "$dir/signal.log" && break; sleep 0.05; done
+kill -INT "$pid"
+rc=0; wait "$pid" || rc=$?
+cat "$dir/signal.log"
+[ "$rc" -eq 130 ]
+grep -q "^stopped at epoch 1, optimizer step [0-9]*, as asked$" "$dir/signal.log"
+grep -q "memfit train: stopped by SIGINT, checkpoint $dir/signal.ckpt written" "$dir/signal.log"
+log=$("$memfit" train --model lenet --synthetic --batch 1024 --limit 8192 --epochs 3 --stop-after 1 \
+      --resume "$dir/signal.ckpt")
+grep -q "^epoch 1 done" <<<"$log"
+"$memfit" train --model lenet --synthetic --batch 1024 --limit 8192 --epochs 3 --log-every 1 \
+  >"$dir/twice.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do grep -q "^epoch 1 step 1 " "$dir/twice.log" && break; sleep 0.05; done
+kill -TERM "$pid"
+for _ in $(seq 1 600); do grep -q "stopping after this step" "$dir/twice.log" && break; sleep 0.01; done
+kill -TERM "$pid" 2>/dev/null || true
+rc=0; wait "$pid" || rc=$?
+cat "$dir/twice.log"
+[ "$rc" -eq 143 ]
+if grep -q "stopped at epoch" "$dir/twice.log"; then echo "the second signal did not stop at once"; exit 1; fi
+echo "cli_train: signals ok"
+# --policy auto says which plan it chose.
+log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 32 --policy auto --budget 8MiB)
+grep -Eq "^policy auto: plan [a-z+-]+ chosen \(" <<<"$log"
 # --profile: the phases and the op kinds of the steps after the first;
 # --trace: a Chrome trace of the last step.
 log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 64 --profile --trace "$dir/step.json")

@@ -2,8 +2,14 @@
 // (the step flags once, for train, plan and maxbatch) and calls the library,
 // which holds every default and check.
 #include <CLI/CLI.hpp>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <csignal>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -62,6 +68,26 @@ CLI::Option* add_named(CLI::App* cmd, const std::string& flag, std::optional<Enu
       ->check(name_validator<Enum>());
 }
 
+// The check of a number flag: a finite number (never nan or infinity), more
+// than 0 (`positive`) or at least 0. Its messages say the range in words.
+CLI::Validator number_validator(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& text) {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(value)) return "'" + text + "' is not a finite number";
+        if (positive && !(value > 0)) return "must be more than 0, not " + text;
+        if (!positive && value < 0) return "must be 0 or more, not " + text;
+        return std::string();
+      },
+      positive ? "POSITIVE" : "NONNEGATIVE");
+}
+const CLI::Validator kPositive = number_validator(true);
+const CLI::Validator kNonNegative = number_validator(false);
+
 CLI::Validator bytes_validator() {
   return CLI::Validator(
       [](std::string& text) {
@@ -77,25 +103,25 @@ void add_model_flags(CLI::App* cmd, memfit::ModelOptions& model) {
       ->check(CLI::IsMember(memfit::model_names()))
       ->capture_default_str();
   cmd->add_option("--batch", model.batch, "examples per micro-batch")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--image-size", model.image_size,
                   "side of the square input image (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--classes", model.classes, "classes of the classifier (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--depth", model.depth,
                   "layers: resnet-cifar 9n+2, LSTM or Transformer layers (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--width", model.width,
                   "channels of the first stage, or the hidden width (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--seq-len", model.seq_len, "positions per sequence (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--volume", model.volume, "side of the cubic input volume (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--vocab", model.vocab, "tokens in the vocabulary (0: the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_flag_callback(
       "--no-dropout", [&model] { model.dropout = false; },
       "leave out the model's dropout layers, in training too (runs that must compute the "
@@ -139,7 +165,7 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
             "distinct node timed on the backend) or roofline (flops and bytes over fixed "
             "machine constants; deterministic)");
   cmd->add_option("--milp-seconds", spec.milp_seconds, "--recompute milp: CBC's time limit, in all")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   add_named(cmd, "--swap", spec.swap,
             "swap activations to the host pool and back: none, refcount (those idle across the "
@@ -149,7 +175,7 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   cmd->add_option("--link-gbps", spec.link_gbps,
                   "bandwidth of the host link in GB/s: the copy engine runs no faster, and the "
                   "swap policies plan with it (0: unlimited, planned as 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   TflmsOptions& o = spec.tflms;
   cmd->add_option("--swap-n-tensors", o.n_tensors,
                   "--swap tflms: swap only the first N candidates in the order of their producers "
@@ -187,16 +213,16 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
 void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   add_model_flags(cmd, spec.model);
   cmd->add_option("--accumulate", spec.accumulate, "micro-batches per optimizer step")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   add_named(cmd, "--optimizer", spec.optimizer.kind, "sgd (momentum 0.9) or adamw");
   using Kind = memfit::OptimizerConfig::Kind;
   char lr_help[96];
   std::snprintf(lr_help, sizeof lr_help, "learning rate (default: %g for sgd, %g for adamw)",
                 memfit::default_learning_rate(Kind::sgd), memfit::default_learning_rate(Kind::adamw));
-  cmd->add_option("--lr", spec.optimizer.lr, lr_help)->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", spec.optimizer.lr, lr_help)->check(kPositive);
   cmd->add_option("--weight-decay", spec.optimizer.weight_decay, "weight decay")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--backend", spec.backend,
                   "cpu (oneDNN) or reference (plain loops): whose kernels, layouts and "
@@ -206,7 +232,7 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   cmd->add_option("--threads", spec.threads,
                   "threads of the cpu backend, whose oneDNN workspaces depend on them (plan with "
                   "the count train runs with; default: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   add_technique_flags(cmd, spec);
 }
 
@@ -222,11 +248,11 @@ void add_profile_flags(CLI::App* cmd, memfit::TrainOptions& train) {
 
 void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   cmd->add_option("--epochs", train.epochs, "passes over the training set")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--stop-after", train.stop_after,
                   "stop after this epoch, as if interrupted (to --resume later)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   add_named(cmd, "--schedule", train.schedule,
             "learning rate: constant, or cosine decay to 0 over the run");
   cmd->add_option("--seed", train.seed, "seed of initialization, shuffling and dropout")
@@ -243,14 +269,39 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   cmd->add_option("--limit", train.limit,
                   "Fashion-MNIST: use only the first N training and test examples; synthetic: N "
                   "training examples (default 1024)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   add_profile_flags(cmd, train);
 }
 
-int run_train(const memfit::TrainOptions& options) {
+// The signal (SIGINT, SIGTERM) that asked training to stop; 0: none.
+volatile std::sig_atomic_t stop_signal = 0;
+
+// The first SIGINT or SIGTERM asks training to stop after its current step;
+// the handler then reverts to the default (SA_RESETHAND), so a second one
+// ends the process at once.
+extern "C" void on_stop_signal(int signal) {
+  stop_signal = signal;
+  static const char message[] =
+      "\nmemfit train: stopping after this step (a second signal stops at once)\n";
+  const ssize_t written = write(STDERR_FILENO, message, sizeof message - 1);
+  (void)written;
+}
+
+void catch_stop_signals() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+int run_train(memfit::TrainOptions options) {
+  catch_stop_signals();
+  options.stop_requested = [] { return stop_signal != 0; };
   auto report = memfit::train(options, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -258,6 +309,11 @@ int run_train(const memfit::TrainOptions& options) {
   if (!report) {
     std::fprintf(stderr, "memfit train: %s\n", report.message().c_str());
     return 1;
+  }
+  if (report->stopped) {
+    std::fprintf(stderr, "memfit train: stopped by %s%s\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
+                 options.save_path.empty() ? "" : (", checkpoint " + options.save_path + " written").c_str());
+    return 128 + stop_signal;
   }
   if (!report->test_accuracy.empty()) {
     std::printf("final test accuracy: %.2f%%\n", 100.0 * report->test_accuracy.back());
