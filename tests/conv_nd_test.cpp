@@ -31,7 +31,7 @@ std::vector<Values> run_op(const Backend& backend, OpKind op, const std::vector<
     for (float f : v) words.push_back(testing::as_word(f));
     data.push_back(std::move(words));
   }
-  auto compiled = Executable::compile(testing::single_node_graph(op, ex), backend);
+  auto compiled = Executable::compile(testing::single_node_graph(op, ex), backend, ExecOptions{.poison = true});
   EXPECT_TRUE(compiled.is_ok()) << compiled.message();
   auto exe = std::move(compiled).value();
   return testing::run_outputs(*exe, data);
@@ -330,7 +330,7 @@ TEST(ConvTranspose, CpuBackendLeavesWhatOneDnnCannotExpressToTheReference) {
     OpExample ex;
     for (const Shape& s : shapes) ex.inputs.push_back({s, DType::f32});
     ex.attrs = a;
-    return Executable::compile(testing::single_node_graph(OpKind::conv_transpose2d, ex), *cpu)
+    return Executable::compile(testing::single_node_graph(OpKind::conv_transpose2d, ex), *cpu, ExecOptions{.poison = true})
         .value()
         ->node_backends()[0];
   };

@@ -40,8 +40,8 @@ TEST_P(OpBackendTest, CpuMatchesReference) {
     const Graph graph = testing::single_node_graph(op, examples[e]);
     const auto data = testing::example_inputs(examples[e], 99 + e);
     const StepContext step{7, 11, 2};
-    auto ref_exe = Executable::compile(graph, *reference).value();
-    auto cpu_exe = Executable::compile(graph, *cpu).value();
+    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true}).value();
+    auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true}).value();
     const auto expected = testing::run_outputs(*ref_exe, data, step);
     const auto actual = testing::run_outputs(*cpu_exe, data, step);
     // Twice: kernels are compiled once and must give the same result again.
@@ -133,7 +133,7 @@ TEST_P(BlockedOpTest, CpuMatchesReference) {
     }
     const auto data = testing::example_inputs(examples[e], 31 + e);
     const StepContext step{7, 11, 2};
-    auto ref_exe = Executable::compile(graph, *reference).value();
+    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true}).value();
     auto cpu_exe = Executable::compile(blocked, *cpu, ExecOptions{.poison = true}).value();
     const auto expected = testing::run_outputs(*ref_exe, data, step);
     const auto actual = testing::run_outputs(*cpu_exe, data, step);
@@ -160,7 +160,7 @@ TEST(BlockedBatchNorm, EqualsTheReferenceBitForBit) {
     for (const auto& [e, graph] : blocked) {
       const auto data = testing::example_inputs(examples[e], 77 + e);
       auto ref_exe =
-          Executable::compile(testing::single_node_graph(op, examples[e]), *reference).value();
+          Executable::compile(testing::single_node_graph(op, examples[e]), *reference, ExecOptions{.poison = true}).value();
       auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true}).value();
       const auto expected = testing::run_outputs(*ref_exe, data, StepContext{});
       const auto actual = testing::run_outputs(*cpu_exe, data, StepContext{});
@@ -204,12 +204,12 @@ TEST_P(OpBackendTest, InPlacePairsAreSafe) {
         }
         auto data = testing::example_inputs(examples[e], 5 + e);
         const StepContext step{3, 4, 1};
-        auto exe = Executable::compile(graph, *backend).value();
+        auto exe = Executable::compile(graph, *backend, ExecOptions{.poison = true}).value();
         const auto expected = testing::run_outputs(*exe, data, step);
 
         auto kernel = backend->make_kernel(graph, NodeId(0)).value();
         std::vector<Words> outputs;
-        for (ValueId v : node.outputs) outputs.emplace_back(static_cast<size_t>(graph.value(v).elements()));
+        for (ValueId v : node.outputs) outputs.emplace_back(static_cast<size_t>(graph.value(v).elements()), 0x7fc00000u);  // NaN
         std::vector<void*> in_ptrs, out_ptrs;
         for (auto& d : data) in_ptrs.push_back(d.data());
         for (auto& d : outputs) out_ptrs.push_back(d.data());

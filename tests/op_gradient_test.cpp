@@ -91,7 +91,7 @@ TEST_P(OpGradientTest, MatchesFiniteDifferences) {
     OpExample all = examples[e];
     all.inputs.insert(all.inputs.end(), gg.weights.begin(), gg.weights.end());
     std::vector<Words> data = testing::example_inputs(all, 1234 + e);
-    auto exe = Executable::compile(gg.graph, *reference).value();
+    auto exe = Executable::compile(gg.graph, *reference, ExecOptions{.poison = true}).value();
     const StepContext step{42, 3, 5};
     const auto outputs = testing::run_outputs(*exe, data, step);
     const double eps = 1e-2;

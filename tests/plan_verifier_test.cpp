@@ -542,6 +542,38 @@ output %e
                "node 'e' reads %h from the host pool; only to_device copies it back");
 }
 
+// A swap_wait that names a value other than the one its copy reads: its
+// wait says nothing about %a's copy, so %a's bytes could be reused while the
+// copy reads them. Only the check that pairs a wait with its copy rejects it.
+TEST(PlanVerifierSwapTest, RejectsASwapWaitForAnotherValue) {
+  constexpr std::string_view other_value = R"(memfit-graph 1
+input %x f32[4,16] input
+node a = relu(%x) -> %a f32[4,16] activation
+node b = tanh(%a) -> %b f32[4,16] activation
+node out = to_host(%a) -> %h f32[4,16] activation
+node wait = swap_wait(%b, %h) ->
+node in = to_device(%h) -> %back f32[4,16] activation
+node e = mul(%b, %back) -> %e f32[4,16] activation
+output %e
+)";
+  expect_error(make_swap_case(other_value, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0},
+                                            {"back", 768}, {"e", 0}},
+                              {"h"}),
+               "node 'wait' must wait for a to_host of %b, but %h is not its output");
+}
+
+// A graph input planned in the host pool, read only by a to_device (which
+// may read the host pool): only the graph-input check rejects it.
+TEST(PlanVerifierSwapTest, RejectsAGraphInputInTheHostPool) {
+  constexpr std::string_view input_on_host = R"(memfit-graph 1
+input %x f32[4,16] input
+node in = to_device(%x) -> %y f32[4,16] activation
+output %y
+)";
+  expect_error(make_swap_case(input_on_host, {{"x", 0}, {"y", 0}}, {"x"}),
+               "graph input %x is in the host pool; graph inputs are copied onto the device");
+}
+
 TEST(PlanVerifierSwapTest, RejectsAHostPoolSizeThatDisagrees) {
   Case c = make_swap_case(kSwap, {{"x", 0}, {"a", 256}, {"b", 512}, {"h", 0}, {"c", 768},
                                   {"d", 256}, {"back", 512}, {"e", 0}},

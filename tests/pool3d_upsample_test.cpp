@@ -38,7 +38,7 @@ std::vector<float> run_op(const Backend& backend, OpKind op, const Attrs& attrs,
     data.push_back(words(in.values));
   }
   const Graph graph = testing::single_node_graph(op, example);
-  auto exe = Executable::compile(graph, backend).value();
+  auto exe = Executable::compile(graph, backend, ExecOptions{.poison = true}).value();
   return testing::run_outputs(*exe, data).at(0);
 }
 

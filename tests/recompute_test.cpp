@@ -401,7 +401,7 @@ TEST(Recompute, BatchNormCloneGivesTheOriginalsBits) {
       data.push_back(std::move(w));
     }
     for (const auto& backend : {make_reference_backend(), make_cpu_backend(2)}) {
-      auto exe = Executable::compile(g, *backend);
+      auto exe = Executable::compile(g, *backend, ExecOptions{.poison = true});
       ASSERT_TRUE(exe.is_ok()) << exe.message();
       const auto out = testing::run_outputs(**exe, data);
       ASSERT_EQ(out[0].size(), out[1].size());

@@ -47,7 +47,7 @@ std::vector<std::vector<float>> run_op(const Backend& backend, OpKind op, const 
                                        const std::vector<TensorType>& types,
                                        const std::vector<Words>& data) {
   const Graph graph = testing::single_node_graph(op, ops::example(types, attrs));
-  auto exe = Executable::compile(graph, backend).value();
+  auto exe = Executable::compile(graph, backend, ExecOptions{.poison = true}).value();
   return testing::run_outputs(*exe, data);
 }
 
@@ -132,7 +132,7 @@ TEST(LayerNormTest, RunsOnOneDnnOnTheCpuBackend) {
       {TensorType{{2, 3, 8}, DType::f32}, TensorType{{8}, DType::f32}, TensorType{{8}, DType::f32}},
       LayerNormAttrs{});
   const auto cpu = make_cpu_backend();
-  auto exe = Executable::compile(testing::single_node_graph(OpKind::layer_norm, ex), *cpu).value();
+  auto exe = Executable::compile(testing::single_node_graph(OpKind::layer_norm, ex), *cpu, ExecOptions{.poison = true}).value();
   EXPECT_EQ(exe->node_backends()[0], "cpu");
 }
 
@@ -168,7 +168,7 @@ TEST(SplitTest, ConcatOfTheSplitIsTheInput) {
   g.mark_output(y);
   const std::vector<float> data = testing::random_normal(36, 7);
   for (const auto& backend : backends()) {
-    auto exe = Executable::compile(g, *backend).value();
+    auto exe = Executable::compile(g, *backend, ExecOptions{.poison = true}).value();
     EXPECT_EQ(testing::run_outputs(*exe, {f32_words(data)})[0], data) << backend->name();
   }
 }
@@ -365,8 +365,8 @@ TEST(LstmCellTest, EqualsTheStepBuiltFromPrimitivesWithItsGradients) {
     for (const auto& backend : backends()) {
       const std::string what =
           std::string(backend->name()) + (first ? ", first step" : ", with a state");
-      auto fused = Executable::compile(lstm_step_graph(true, first), *backend).value();
-      auto primitives = Executable::compile(lstm_step_graph(false, first), *backend).value();
+      auto fused = Executable::compile(lstm_step_graph(true, first), *backend, ExecOptions{.poison = true}).value();
+      auto primitives = Executable::compile(lstm_step_graph(false, first), *backend, ExecOptions{.poison = true}).value();
       const auto got = testing::run_outputs(*fused, data);
       const auto want = testing::run_outputs(*primitives, data);
       ASSERT_EQ(got.size(), first ? 5u : 8u) << what;

@@ -92,7 +92,12 @@ std::vector<OpExample> embedding_grad_examples() {
   OpExample acc = ops::example({ops::f32({2, 3, 5}), TensorType{{2, 3}, DType::i32}, ops::f32({4, 5})},
                                ShapeAttrs{{4, 5}});
   acc.init = {InputInit{}, InputInit{InputInit::labels, 4}, InputInit{}};
-  return {ex, acc};
+  // Ids name only the first 4 of 10 rows: the other rows (the last among
+  // them) must be written as zeros, whatever the output's memory held.
+  OpExample sparse =
+      ops::example({ops::f32({2, 3, 5}), TensorType{{2, 3}, DType::i32}}, ShapeAttrs{{10, 5}});
+  sparse.init = {InputInit{}, InputInit{InputInit::labels, 4}};
+  return {ex, acc, sparse};
 }
 
 Result<Types> infer_causal_mask(const Types& in, const Attrs&) {
