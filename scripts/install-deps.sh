@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev        # JSON reading in the tests
   coinor-libcbc-dev         # CBC: the MILP solver of --recompute milp (optional)
   pkg-config                # how CMake finds CBC
+  clang libclang-rt-14-dev  # libFuzzer: the fuzz targets of the readers (fuzz/)
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
 )
 sudo=""

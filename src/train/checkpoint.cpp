@@ -364,6 +364,11 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   return checkpoint;
 }
 
+Result<Checkpoint> decode_checkpoint_payload(std::span<const uint8_t> payload) {
+  Reader in(payload.data(), payload.size());
+  return decode_payload(in);
+}
+
 Status check_matches(const Checkpoint& checkpoint, const std::string& model,
                      const std::vector<std::pair<std::string, Shape>>& expected) {
   if (checkpoint.model != model) {

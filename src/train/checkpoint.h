@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,9 @@ Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // error naming the file and the problem. Every length is checked against the
 // bytes present before anything is allocated.
 Result<Checkpoint> load_checkpoint(const std::string& path);
+// The payload of a checkpoint (the bytes after its header) decoded as
+// load_checkpoint decodes it, without the checksum: the fuzzer's way past it.
+Result<Checkpoint> decode_checkpoint_payload(std::span<const uint8_t> payload);
 
 // Errors unless `checkpoint` was saved for `model` and holds exactly the
 // tensors of `expected` (name, shape), in any order; the message lists every

@@ -116,8 +116,7 @@ Status check_payload(const std::string& path, const std::vector<uint8_t>& bytes,
                                          (present < expected ? " (truncated)" : "")));
 }
 
-Status read_images(const std::string& path, ImageDataset& data) {
-  MEMFIT_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_gz(path));
+Status parse_images(const std::string& path, const std::vector<uint8_t>& bytes, ImageDataset& data) {
   MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> dims,
                           idx_dims(path, bytes, kImagesMagic, 3, "images"));
   if (dims[1] != kSide || dims[2] != kSide) {
@@ -140,8 +139,7 @@ Status read_images(const std::string& path, ImageDataset& data) {
   return Status::ok();
 }
 
-Status read_labels(const std::string& path, ImageDataset& data) {
-  MEMFIT_ASSIGN_OR_RETURN(const std::vector<uint8_t> bytes, read_gz(path));
+Status parse_labels(const std::string& path, const std::vector<uint8_t>& bytes, ImageDataset& data) {
   MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> dims,
                           idx_dims(path, bytes, kLabelsMagic, 1, "labels"));
   const int64_t count = dims[0];
@@ -177,10 +175,19 @@ Result<ImageDataset> load_fashion_mnist(const std::string& dir, bool train) {
   const std::string prefix = (std::filesystem::path(dir) / (train ? "train" : "t10k")).string();
   const std::string images_path = prefix + "-images-idx3-ubyte.gz";
   const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
+  MEMFIT_ASSIGN_OR_RETURN(const std::vector<uint8_t> images, read_gz(images_path));
+  MEMFIT_ASSIGN_OR_RETURN(const std::vector<uint8_t> labels, read_gz(labels_path));
+  return parse_fashion_mnist(images_path, images, labels_path, labels);
+}
+
+Result<ImageDataset> parse_fashion_mnist(const std::string& images_path,
+                                         const std::vector<uint8_t>& images,
+                                         const std::string& labels_path,
+                                         const std::vector<uint8_t>& labels) {
   ImageDataset data;
   data.classes = kClasses;
-  MEMFIT_RETURN_IF_ERROR(read_images(images_path, data));
-  MEMFIT_RETURN_IF_ERROR(read_labels(labels_path, data));
+  MEMFIT_RETURN_IF_ERROR(parse_images(images_path, images, data));
+  MEMFIT_RETURN_IF_ERROR(parse_labels(labels_path, labels, data));
   if (static_cast<int64_t>(data.labels.size()) != data.count) {
     return Status::error("Fashion-MNIST files " + images_path + " and " + labels_path +
                          " disagree: " + std::to_string(data.count) + " images but " +

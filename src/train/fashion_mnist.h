@@ -38,6 +38,12 @@ struct ImageDataset {
 // and the problem: missing, truncated, wrong magic number or dimensions,
 // disagreeing counts, or a label out of range.
 Result<ImageDataset> load_fashion_mnist(const std::string& dir, bool train);
+// The same from the decompressed bytes of an images and a labels IDX file;
+// the paths only name them in errors (the fuzzer reads them so).
+Result<ImageDataset> parse_fashion_mnist(const std::string& images_path,
+                                         const std::vector<uint8_t>& images,
+                                         const std::string& labels_path,
+                                         const std::vector<uint8_t>& labels);
 
 // Shuffled mini-batches. The order of epoch e is a pure function of (seed, e),
 // the same on every machine and standard library, so a run resumed from a
