@@ -38,8 +38,8 @@ Result<NodeKernel> make_node_kernel(const Graph& graph, NodeId id, const Backend
 // the bytes of the backend's layouts: in the graph's order and, with sharing
 // and no copy nodes (the swap pass placed those by time), in a memory-aware
 // order (src/memory/schedule.cpp), keeping the smaller arena. Graph inputs
-// other than state must have the plain layout. An arena over a non-zero `budget` is an error
-// that states the smallest arena reached. The values `band` names take its
+// other than state must have the plain layout. An arena over a non-zero
+// `budget` is an error that states the smallest arena reached. The values `band` names take its
 // slots at the bottom of the arena (planner.h). Debug builds, and builds
 // with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
 Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,

@@ -131,7 +131,7 @@ class CpuBackend final : public Backend {
     const KernelFactory factory = cpu_factory(node.op);
     if (factory == nullptr || !cpu::conv_supported(node)) return false;
     if (node.op != OpKind::reorder && cpu::touches_blocked(graph, node) &&
-        blocked_operands(graph, node).kind == BlockedOperands::Kind::none) {
+        operands_of(graph, node, false).kind == BlockedOperands::Kind::none) {
       return false;
     }
     if (factory == cpu::make_reduce_kernel && !cpu::reduce_supported(node)) return false;
@@ -159,8 +159,6 @@ class CpuBackend final : public Backend {
     }
   }
 
-  Layout blocked_layout() const override { return blocked_; }
-
   // The kernels that run in the blocked layout (src/passes/assign_layouts.h):
   // oneDNN's convolutions, batch norm and pooling, and the loops of max
   // pooling, are seeds; oneDNN's eltwise, the loops of add, sub and mul of
@@ -168,6 +166,17 @@ class CpuBackend final : public Backend {
   // their inputs. Convolutions read and write their weights in oneDNN's
   // blocked weights layout where it is one of memfit's (oi8, oi16).
   BlockedOperands blocked_operands(const Graph& graph, const Node& node) const override {
+    return operands_of(graph, node, true);
+  }
+
+  Layout blocked_layout() const override { return blocked_; }
+  std::string isa() const override { return isa_name(dnnl::get_effective_cpu_isa()); }
+  int threads() const override { return omp_get_max_threads(); }
+
+ private:
+  // blocked_operands, with the weights' layout only where `query_weights`
+  // (it asks oneDNN, which supports() need not).
+  BlockedOperands operands_of(const Graph& graph, const Node& node, bool query_weights) const {
     using Kind = BlockedOperands::Kind;
     auto volume = [&](size_t input) {
       const size_t rank = graph.value(node.inputs[input]).type.shape.size();
@@ -185,11 +194,14 @@ class CpuBackend final : public Backend {
         // are; oneDNN's own (weights) where they may take it.
         const bool image = graph.value(node.inputs[0]).type.shape[1] < layout_block(blocked_);
         const uint32_t residual = node.op == OpKind::conv2d_add ? 0b100 : 0;
-        BlockedOperands operands = image ? BlockedOperands{Kind::seed, residual, 0b1 | weights_as_they_are(graph, node), 0b1}
-                                         : BlockedOperands{Kind::seed, 0b1 | residual, weights_as_they_are(graph, node), 0b1};
-        const Layout x = image ? graph.value(node.inputs[0]).layout : blocked_;
-        operands.weights = cpu::conv_weight_layout(graph, node, x, blocked_);
-        if (operands.weights != Layout::plain) operands.weight_inputs = 0b10;
+        const uint32_t weights = weights_as_they_are(graph, node);
+        BlockedOperands operands = image ? BlockedOperands{Kind::seed, residual, 0b1 | weights, 0b1}
+                                         : BlockedOperands{Kind::seed, 0b1 | residual, weights, 0b1};
+        if (query_weights) {
+          const Layout x = image ? graph.value(node.inputs[0]).layout : blocked_;
+          operands.weights = cpu::conv_weight_layout(graph, node, x, blocked_);
+          if (operands.weights != Layout::plain) operands.weight_inputs = 0b10;
+        }
         return operands;
       }
       case OpKind::conv2d_grad_input:
@@ -210,8 +222,10 @@ class CpuBackend final : public Backend {
         }
         {
           BlockedOperands operands{Kind::seed, 0b11, 0, 0};
-          operands.weights = cpu::conv_weight_layout(graph, node, blocked_, blocked_);
-          if (operands.weights != Layout::plain) operands.weight_outputs = 0b1;
+          if (query_weights) {
+            operands.weights = cpu::conv_weight_layout(graph, node, blocked_, blocked_);
+            if (operands.weights != Layout::plain) operands.weight_outputs = 0b1;
+          }
           return operands;
         }
       case OpKind::max_pool2d:
@@ -272,10 +286,6 @@ class CpuBackend final : public Backend {
     return layout == Layout::plain || is_weight_layout(layout) ? 0b10 : 0;
   }
 
-  std::string isa() const override { return isa_name(dnnl::get_effective_cpu_isa()); }
-  int threads() const override { return omp_get_max_threads(); }
-
- private:
   static std::string isa_name(dnnl::cpu_isa isa) {
     using dnnl::cpu_isa;
     switch (isa) {

@@ -91,6 +91,17 @@ dnnl::convolution_forward::primitive_desc forward_pd(
   return {desc, attr, engine()};
 }
 
+// The weight-gradient primitive descriptor of x, dy and the geometry, dw in
+// the format given (or "any"); an empty `db` means no bias gradient.
+dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
+    const memory::desc& x, const memory::desc& dw, const memory::desc& db, const memory::desc& dy,
+    const ConvGeometry& g) {
+  const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw, db, dy,
+                                                      g.strides, g.dilates, g.padding_l,
+                                                      g.padding_r);
+  return {desc, kernel_attr(), engine(), forward_pd(x, dw, db, dy, g)};
+}
+
 // x (N, C, S...), w (O, C/g, K...), optional b (O) -> y (N, O, OS...); A is
 // Conv2dAttrs or Conv3dAttrs, and S... two or three spatial dimensions. x and
 // y in their values' layouts. The fused conv2d_relu applies a ReLU post-op;
@@ -156,11 +167,7 @@ bool grad_weight_is_direct(const Graph& graph, const Node& node, const memory::d
   const memory::desc dw = weights_choice(weights_md(output_shape(graph, node, 0), g.groups), true);
   const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
   try {
-    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw, db, dy,
-                                                        g.strides, g.dilates, g.padding_l,
-                                                        g.padding_r);
-    const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
-                                                                forward_pd(x, dw, db, dy, g));
+    const auto pd = backward_weights_pd(x, dw, db, dy, g);
     return std::string_view(pd.impl_info_str()).substr(0, 3) != "ref";
   } catch (const dnnl::error&) {
     return false;
@@ -196,11 +203,7 @@ std::unique_ptr<Kernel> conv_grad_weight_kernel(const Graph& graph, const Node& 
   const memory::desc dw = weights_md(graph, node.outputs[0], g.groups);
   const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
   const memory::desc dw_choice = weights_choice(dw, channels_last || touches_blocked(graph, node));
-  const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw_choice,
-                                                      db, dy, g.strides, g.dilates, g.padding_l,
-                                                      g.padding_r);
-  const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
-                                                              forward_pd(x, dw_choice, db, dy, g));
+  const auto pd = backward_weights_pd(x, dw_choice, db, dy, g);
   auto kernel = std::make_unique<PrimitiveKernel>();
   const memory::desc chosen = pd.diff_weights_desc();
   const bool reordered = chosen != dw;
@@ -314,11 +317,7 @@ Layout conv_weight_layout(const Graph& graph, const Node& node, Layout x_layout,
     const memory::desc dy = layout_md(input_shape(graph, node, 0), blocked);
     const memory::desc dw = weights_choice(plain_md(w), true);
     const memory::desc db = attrs.bias ? plain_md(output_shape(graph, node, 1)) : memory::desc();
-    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, x, dw, db, dy,
-                                                        g.strides, g.dilates, g.padding_l,
-                                                        g.padding_r);
-    const dnnl::convolution_backward_weights::primitive_desc pd(desc, kernel_attr(), engine(),
-                                                                forward_pd(x, dw, db, dy, g));
+    const auto pd = backward_weights_pd(x, dw, db, dy, g);
     return pd.diff_weights_desc() == layout_md(w, candidate) ? candidate : Layout::plain;
   };
   try {
