@@ -326,6 +326,32 @@ struct CausalMaskAttrs {
   }
 };
 
+// attention and attention_grad: scaled dot-product attention of q (B, H, Tq, D)
+// over k (B, H, Tk, D) and v (B, H, Tk, Dv), with an optional key mask i32
+// (B, Tk) (0: the key is padding). Scores are scale * q_i . k_j; a masked
+// score (key j > i + offset when causal, or a padding key) is exactly
+// kAttentionMaskValue, as causal_mask's default, so a row whose keys are
+// all masked attends to every key equally. Dropout with probability p
+// keeps probability (b, h, i, j) when dropout_keeps(seed, micro step, key,
+// ((b H + h) Tq + i) Tk + j, p): the mask of a dropout over the
+// probabilities (B, H, Tq, Tk) with the same key.
+inline constexpr float kAttentionMaskValue = -1e9f;
+struct AttentionAttrs {
+  float scale = 1.0f;
+  bool causal = false;
+  int64_t offset = 0;
+  float p = 0.0f;
+  uint64_t key = 0;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("scale", scale);
+    f("causal", causal);
+    f("offset", offset);
+    f("p", p);
+    f("key", key);
+  }
+};
+
 // split: consecutive pieces of `sizes` elements along axis, one output each.
 struct SplitAttrs {
   int64_t axis = 0;

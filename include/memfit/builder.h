@@ -43,6 +43,10 @@ struct Model {
   std::unordered_map<std::string, Init> init;
 };
 
+// How the zoo's transformers build attention: the fused op, or composed
+// from matmuls and softmax (for comparison: the same math and parameters).
+enum class AttentionForm { fused, naive };
+
 class ModelBuilder {
  public:
   // training: dropout is active and batch norm uses batch statistics.
@@ -111,6 +115,14 @@ class ModelBuilder {
   ValueId tanh(ValueId x);
   ValueId gelu(ValueId x);
   ValueId softmax(ValueId x, int64_t axis);
+  // Scaled dot-product attention of q (N, H, Tq, D) over k (N, H, Tk, D) and
+  // v (N, H, Tk, Dv), causal or not, with dropout p on the probabilities:
+  // one attention op (fused), or matmul, scale, causal_mask, softmax, dropout
+  // and matmul (naive), which keep the (N, H, Tq, Tk) scores and
+  // probabilities. Both forms draw one dropout key, so they drop the same
+  // probabilities. -> (N, H, Tq, Dv)
+  ValueId attention(ValueId q, ValueId k, ValueId v, float scale, bool causal, float p,
+                    AttentionForm form);
   // The pointwise part of an LSTM step (the op lstm_cell, a node named
   // `name`): gates (N, 4H) in PyTorch's order i, f, g, o and c_prev (N, H),
   // invalid for zeros -> the step's h and c (N, H).
@@ -148,6 +160,7 @@ struct ModelOptions {
   int64_t volume = 0;      // unet3d: side of the cubic input volume
   int64_t vocab = 0;       // sequence models: tokens in the vocabulary
   bool dropout = true;     // false: no dropout layers, in training too (--no-dropout)
+  AttentionForm attention = AttentionForm::fused;  // gpt, transformer, seq2seq
 };
 
 // A model of the zoo at its default size.

@@ -86,7 +86,8 @@ using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, P
                            AxisAttrs, SliceAttrs, DropoutAttrs, ReduceAttrs, SgdAttrs, AdamWAttrs,
                            FillAttrs, LayerNormAttrs, PadAttrs, CausalMaskAttrs, SplitAttrs,
                            Pool3dAttrs, Pool3dGradAttrs, UpsampleAttrs, Conv3dAttrs,
-                           Conv3dGradAttrs, ConvTranspose2dAttrs, ConvTranspose3dAttrs>;
+                           Conv3dGradAttrs, ConvTranspose2dAttrs, ConvTranspose3dAttrs,
+                           AttentionAttrs>;
 // The attribute struct of `op`, default-initialized.
 Attrs default_attrs(OpKind op);
 

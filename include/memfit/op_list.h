@@ -59,6 +59,8 @@
   MEMFIT_OP(embedding_grad, ShapeAttrs, 2, 3)                \
   MEMFIT_OP(causal_mask, CausalMaskAttrs, 1, 1)              \
   MEMFIT_OP(where, NoAttrs, 3, 3)                            \
+  MEMFIT_OP(attention, AttentionAttrs, 3, 4)                 \
+  MEMFIT_OP(attention_grad, AttentionAttrs, 6, 7)            \
   MEMFIT_OP(lstm_cell, NoAttrs, 1, 2)                        \
   MEMFIT_OP(lstm_cell_grad, NoAttrs, 4, 5)                   \
   MEMFIT_OP(dropout, DropoutAttrs, 1, 1)                     \

@@ -95,23 +95,33 @@ struct PlanReport {
 // met), and the flags that reach it.
 Result<PlanReport> plan_training_step(const PlanRequest& request);
 
-// The largest batch whose step fits request.budget (which must be > 0) under
-// the request's other settings (sharing, recompute, swap, link), by planning
-// only: nothing is allocated. Batch 1 is tried first (an error if even it does
-// not fit, naming its arena); then the batch doubles until a plan does not
-// fit, and bisection finds the largest that does (fitting is taken to be
-// monotone in the batch). A batch whose plan fails for another reason is an
-// error. request.model.batch is ignored.
+// The dimension `memfit maxbatch` searches (--vary): the examples per
+// micro-batch, or the positions per sequence of a sequence model.
+enum class Capacity { batch, seq_len };
+// --vary's name of `c`: "batch" or "seq-len".
+std::string_view capacity_name(Capacity c);
+
+// The largest batch (or, with `vary` = seq_len, the longest sequence) whose
+// step fits request.budget (which must be > 0) under the request's other
+// settings (sharing, recompute, swap, link), by planning only: nothing is
+// allocated. 1 is tried first (an error if even it does not fit, naming its
+// arena); then the value doubles until a plan does not fit, and bisection
+// finds the largest that does (fitting is taken to be monotone in it). A plan
+// that fails for another reason is an error. The request's value of the
+// varied dimension is ignored; the other keeps its value (a model's default
+// sequence length where --seq-len is 0).
 struct MaxBatchReport {
-  int64_t max_batch = 0;
-  PlanReport plan;  // the plan of max_batch
-  int plans = 0;    // batches planned by the search
-  // max_batch is the search's largest probe (2^24): larger batches were not tried.
+  Capacity vary = Capacity::batch;
+  int64_t max_batch = 0;  // the largest value of `vary` that fits
+  PlanReport plan;        // the plan of max_batch
+  int plans = 0;          // values planned by the search
+  // max_batch is the search's largest probe (2^24): larger values were not tried.
   bool at_search_limit = false;
 };
-Result<MaxBatchReport> find_max_batch(const PlanRequest& request);
+Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary = Capacity::batch);
 // As `memfit maxbatch` prints it: text, or one JSON object with at least
-// max_batch, arena_bytes, host_bytes and predicted_step_seconds.
+// max_batch (max_seq_len when it varied the sequence), arena_bytes,
+// host_bytes and predicted_step_seconds.
 std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& report);
 std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& report);
 

@@ -5,8 +5,8 @@
 // 1. needs[v]: v is in `wrt` or computed from one by differentiable ops.
 // 2. Seed: the loss's gradient is fill(loss_scale).
 // 3. Reverse sweep: gradient contributions per value, summed with add nodes
-//    when a value has several readers (for the `wrt` values, as each part
-//    arrives); the rule appends the backward nodes.
+//    as each part arrives when a value has several readers; the rule
+//    appends the backward nodes.
 // 4. Rules may compute gradients nobody needs (of the input images, say);
 //    remove_dead_nodes deletes them once the optimizer consumed what is needed.
 // Linear in the number of nodes and values.
@@ -41,8 +41,8 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
     return Status::error("the loss '" + graph.value(loss).name + "' must be an f32 scalar");
   }
   const size_t forward_nodes = graph.num_nodes();
-  std::vector<bool> needs(graph.num_values(), false), is_wrt(graph.num_values(), false);
-  for (ValueId v : wrt) needs[v.idx()] = is_wrt[v.idx()] = true;
+  std::vector<bool> needs(graph.num_values(), false);
+  for (ValueId v : wrt) needs[v.idx()] = true;
   for (size_t n = 0; n < forward_nodes; ++n) {
     const Node& node = graph.nodes()[n];
     if (!op_info(node.op).grad) continue;
@@ -87,10 +87,13 @@ Result<std::vector<ValueId>> append_gradients(Graph& graph, ValueId loss,
       if (!ctx.input_grads[i].valid() || !needs[in.idx()]) continue;
       auto& parts = contributions[in.idx()];
       parts.push_back(ctx.input_grads[i]);
-      // A parameter read at every step of an unrolled network gets one part
-      // per step: summed as they come (the same sums, in the same order, as
-      // at the end), so the given order holds one partial sum, not every part.
-      if (is_wrt[in.idx()] && parts.size() == 2) {
+      // A parameter read at every step of an unrolled network, or an
+      // encoder's states read by every decoder step's attention, gets one
+      // part per step: summed as they come (the same sums, in the same order,
+      // as at the end), so the given order holds one partial sum, not every
+      // part until the value's producer is reached (Meng et al. 2017 found
+      // TensorFlow holding them so).
+      if (parts.size() == 2) {
         MEMFIT_ASSIGN_OR_RETURN(ValueId total,
                                 sum_contributions(graph, graph.value(in).name, parts));
         parts = {total};

@@ -222,6 +222,20 @@ ValueId ModelBuilder::dropout(ValueId x, float p) {
   return op(OpKind::dropout, {x}, DropoutAttrs{p, key}, "dropout");
 }
 
+ValueId ModelBuilder::attention(ValueId q, ValueId k, ValueId v, float scale, bool causal, float p,
+                                AttentionForm form) {
+  const uint64_t key = next_dropout_key_++;
+  if (!training_ || !dropout_) p = 0.0f;
+  if (form == AttentionForm::fused) {
+    return op(OpKind::attention, {q, k, v}, AttentionAttrs{scale, causal, 0, p, key}, "attention");
+  }
+  ValueId scores = this->scale(matmul(q, k, false, true), scale);  // (N, H, Tq, Tk)
+  if (causal) scores = op(OpKind::causal_mask, {scores}, CausalMaskAttrs{}, "causal_mask");
+  ValueId weights = softmax(scores, 3);
+  if (p != 0.0f) weights = op(OpKind::dropout, {weights}, DropoutAttrs{p, key}, "dropout");
+  return matmul(weights, v);
+}
+
 ValueId ModelBuilder::cross_entropy(ValueId logits, ValueId labels) {
   model_.logits = logits;
   if (logits.valid() && labels.valid() && shape(labels).size() != 1) {

@@ -6,7 +6,9 @@
 // - seq2seq: an encoder-decoder of Luong et al. 2015 (4 layers of 1000 units,
 //   a 50,000-token vocabulary on each side), the decoder starting from the
 //   encoder's final states, with global "general" attention over the encoder's
-//   top-layer states: a = softmax(h_t W_a h_s), h~_t = tanh(W_c [c_t; h_t]).
+//   top-layer states: a = softmax(h_t W_a h_s), h~_t = tanh(W_c [c_t; h_t]);
+//   one fused attention op per decoder step (ModelOptions::attention = naive:
+//   one softmax over the (N, T, S) scores of all steps).
 // Layers compute as PyTorch's nn.LSTM does (gates i, f, g, o; two biases), and
 // their parameters carry its names (weight_ih_l0, ...). A step is the input
 // projection x w_ih^T + b_ih, one linear that adds h w_hh^T + b_hh into it
@@ -183,6 +185,29 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   return b.finish();
 }
 
+// Luong attention one decoder step at a time, as a decoder that feeds each
+// step's attention into the next computes it: for each step t, one fused
+// attention of the query dec_t (N, 1, 1, W) over keys (N, 1, S, W) and the
+// encoder's states (N, 1, S, W), unscaled and without dropout. Each step's
+// backward gives a gradient of the keys and of the encoder's states;
+// autodiff sums them as they come (Meng et al.'s rewrite), so one running sum
+// of each is live, not one per step. -> (N, T, W)
+ValueId attention_per_step(ModelBuilder& b, ValueId dec, ValueId keys, ValueId states) {
+  if (!dec.valid() || !keys.valid() || !states.valid()) return ValueId();
+  const Shape& shape = b.shape(dec);
+  const int64_t n = shape[0], steps = shape[1], w = shape[2], s = b.shape(keys)[1];
+  const ValueId k = b.reshape(keys, {n, 1, s, w});
+  const ValueId v = b.reshape(states, {n, 1, s, w});
+  std::vector<ValueId> contexts;
+  for (int64_t t = 0; t < steps; ++t) {
+    const ValueId q = b.reshape(b.slice(dec, 1, t, t + 1), {n, 1, 1, w});
+    const ValueId context =
+        b.op(OpKind::attention, {q, k, v}, AttentionAttrs{1.0f, false, 0, 0.0f, 0}, "attention");
+    contexts.push_back(b.reshape(context, {n, 1, w}));
+  }
+  return steps == 1 ? contexts[0] : b.concat(contexts, 1);
+}
+
 // source (N, S), target_in (N, T) -> (N*T, V), with S = T = seq_len.
 Result<Model> build_seq2seq(const ModelOptions& o, bool training) {
   MEMFIT_RETURN_IF_ERROR(check_sizes(o));
@@ -199,8 +224,10 @@ Result<Model> build_seq2seq(const ModelOptions& o, bool training) {
   // Attention: scores (N, T, S) = dec (N, T, W) x (enc W_a^T)^T.
   const ValueId keys =
       b.reshape(b.linear("attention.w_a", b.reshape(encoder.top, {n * t, w}), w, false), {n, t, w});
-  const ValueId weights = b.softmax(b.matmul(dec, keys, false, true), 2);
-  const ValueId context = b.matmul(weights, encoder.top);  // (N, T, W)
+  const ValueId context = o.attention == AttentionForm::fused
+                              ? attention_per_step(b, dec, keys, encoder.top)
+                              : b.matmul(b.softmax(b.matmul(dec, keys, false, true), 2),
+                                         encoder.top);  // (N, T, W)
   ValueId h = b.reshape(b.concat({context, dec}, 2), {n * t, 2 * w});
   h = b.dropout(b.tanh(b.linear("attention.w_c", h, w, false)), 0.2f);
   b.cross_entropy(b.linear("generator", h, o.vocab), labels);

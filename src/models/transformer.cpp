@@ -1,5 +1,7 @@
-// Transformers, built from matmuls, softmax and layer norm so that the planner
-// sees every attention matrix:
+// Transformers, built from linear layers, layer norm and the fused attention
+// op, which keeps no (T, T) matrix (ModelOptions::attention = naive composes
+// attention from matmuls and softmax instead, so that the planner sees every
+// attention matrix):
 // - gpt: decoder-only, pre-layer-norm, as GPT-2 small (Radford et al. 2019):
 //   12 layers, width 768, 12 heads of 64, 1024 learned positions, a
 //   50,257-token vocabulary whose embedding is also the output projection;
@@ -21,6 +23,7 @@ constexpr float kDropout = 0.1f;
 
 struct Sizes {
   int64_t n, heads, width;
+  AttentionForm attention;
 };
 
 // Splits (N*T, W) into heads: (N, heads, T, W/heads).
@@ -36,11 +39,9 @@ ValueId attend(ModelBuilder& b, const Sizes& s, ValueId q, ValueId k, ValueId v,
   const int64_t dh = s.width / s.heads;
   const ValueId qh = split_heads(b, q, s, tq), kh = split_heads(b, k, s, tk),
                 vh = split_heads(b, v, s, tk);
-  ValueId scores = b.scale(b.matmul(qh, kh, false, true),
-                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh))));
-  if (causal) scores = b.op(OpKind::causal_mask, {scores}, CausalMaskAttrs{}, "causal_mask");
-  const ValueId weights = b.dropout(b.softmax(scores, 3), kDropout);  // (N, heads, Tq, Tk)
-  const ValueId out = b.transpose(b.matmul(weights, vh), {0, 2, 1, 3});  // (N, Tq, heads, dh)
+  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
+  const ValueId heads = b.attention(qh, kh, vh, scale, causal, kDropout, s.attention);
+  const ValueId out = b.transpose(heads, {0, 2, 1, 3});  // (N, Tq, heads, dh)
   return b.reshape(out, {s.n * tq, s.width});
 }
 
@@ -87,7 +88,7 @@ Result<Sizes> sizes_of(const ModelOptions& o) {
     return Status::error(o.name + ": the width (" + std::to_string(o.width) +
                          ") must be a multiple of 64 or below 64");
   }
-  return Sizes{o.batch, heads, o.width};
+  return Sizes{o.batch, heads, o.width, o.attention};
 }
 
 // Embedding tables start as GPT-2's: normal with standard deviation 0.02,

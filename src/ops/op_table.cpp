@@ -25,6 +25,7 @@ const std::array<OpInfo, kNumOps>& table() {
     register_eltwise_ops(builder);
     register_shape_ops(builder);
     register_sequence_ops(builder);
+    register_attention_ops(builder);
     register_lstm_ops(builder);
     register_softmax_ops(builder);
     register_reduce_ops(builder);

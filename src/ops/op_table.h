@@ -110,6 +110,7 @@ void register_norm_ops(OpTableBuilder& table);         // batch norm, layer norm
 void register_eltwise_ops(OpTableBuilder& table);      // activations, add, sub, mul, scale, dropout
 void register_shape_ops(OpTableBuilder& table);        // reshape, transpose, concat, slice, ...
 void register_sequence_ops(OpTableBuilder& table);     // embedding, causal_mask, where
+void register_attention_ops(OpTableBuilder& table);    // attention and its gradient
 void register_lstm_ops(OpTableBuilder& table);         // lstm_cell and its gradient
 void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, cross-entropy
 void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill

@@ -1,4 +1,5 @@
-// `memfit maxbatch`: the largest batch whose planned step fits a budget.
+// `memfit maxbatch`: the largest batch, or the longest sequence, whose planned
+// step fits a budget.
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -11,31 +12,33 @@
 namespace memfit {
 namespace {
 
-// The probes of one search: each batch is compiled once, under the budget,
-// and its report kept; whether it fits is read off its arena.
+// The probes of one search: each value of the varied dimension is compiled
+// once, under the budget, and its report kept; whether it fits is read off
+// its arena.
 class BatchProbes {
  public:
-  explicit BatchProbes(const StepSpec& spec) : spec_(spec) {}
+  BatchProbes(const StepSpec& spec, Capacity vary) : spec_(spec), vary_(vary) {}
 
-  // The report of `batch`, or an error for a failure other than the budget.
-  Result<const PlanReport*> at(int64_t batch) {
-    auto found = reports_.find(batch);
+  // The report of `value`, or an error for a failure other than the budget.
+  Result<const PlanReport*> at(int64_t value) {
+    auto found = reports_.find(value);
     if (found == reports_.end()) {
       StepSpec at = spec_;
-      at.model.batch = batch;
+      (vary_ == Capacity::batch ? at.model.batch : at.model.seq_len) = value;
       MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step(at));
-      found = reports_.emplace(batch, plan_report(step)).first;
+      found = reports_.emplace(value, plan_report(step)).first;
     }
     return &found->second;
   }
-  Result<bool> fits(int64_t batch) {
-    MEMFIT_ASSIGN_OR_RETURN(const PlanReport* report, at(batch));
+  Result<bool> fits(int64_t value) {
+    MEMFIT_ASSIGN_OR_RETURN(const PlanReport* report, at(value));
     return report->arena_bytes <= spec_.budget;
   }
   int plans() const { return static_cast<int>(reports_.size()); }
 
  private:
   const StepSpec& spec_;
+  Capacity vary_;
   std::map<int64_t, PlanReport> reports_;
 };
 
@@ -47,13 +50,23 @@ std::string seconds_text(double seconds) {
 
 }  // namespace
 
-Result<MaxBatchReport> find_max_batch(const PlanRequest& request) {
+std::string_view capacity_name(Capacity c) { return c == Capacity::batch ? "batch" : "seq-len"; }
+
+Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary) {
   if (request.step.budget == 0) return Status::error("maxbatch needs a budget: give --budget");
   MEMFIT_RETURN_IF_ERROR(check_step_spec(request.step));
-  BatchProbes probes(request.step);
+  if (vary == Capacity::seq_len) {
+    MEMFIT_ASSIGN_OR_RETURN(const ModelInfo info, model_info(request.step.model.name));
+    if (info.data != DataKind::tokens && info.data != DataKind::pairs) {
+      return Status::error("--vary seq-len needs a sequence model; " + info.name + " reads " +
+                           std::string(data_kind_name(info.data)) + " (vary the batch instead)");
+    }
+  }
+  BatchProbes probes(request.step, vary);
   MEMFIT_ASSIGN_OR_RETURN(const bool one_fits, probes.fits(1));
   if (!one_fits) {
-    return Status::error("even batch 1 does not fit the budget of " +
+    return Status::error("even " + std::string(capacity_name(vary)) +
+                         " 1 does not fit the budget of " +
                          human_bytes(request.step.budget) + ": its arena is " +
                          std::to_string(probes.at(1).value()->arena_bytes) +
                          " bytes; give a budget of at least that, or allow more techniques");
@@ -75,6 +88,7 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request) {
     (fits ? good : bad) = mid;
   }
   MaxBatchReport report;
+  report.vary = vary;
   report.max_batch = good;
   report.plan = *probes.at(good).value();
   report.plans = probes.plans();
@@ -89,10 +103,14 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
                     human_bytes(request.step.budget) + ", sharing " + (t.share ? "on" : "off") +
                     ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
                     std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) + "\n";
-  out += "  max batch            " + std::to_string(report.max_batch) +
-         (report.at_search_limit ? " (the search's largest probe: larger batches were not tried)"
-                                 : "") +
+  const bool batch = report.vary == Capacity::batch;
+  out += std::string(batch ? "  max batch            " : "  max seq-len          ") +
+         std::to_string(report.max_batch) +
+         (!report.at_search_limit ? ""
+          : batch                 ? " (the search's largest probe: larger batches were not tried)"
+                                  : " (the search's largest probe: longer sequences were not tried)") +
          "\n";
+  if (!batch) out += "  batch                " + std::to_string(request.step.model.batch) + "\n";
   out += "  arena                " + human_bytes(p.arena_bytes) + " (" +
          std::to_string(p.arena_bytes) + " bytes)\n";
   out += "  host pool            " + human_bytes(p.host_bytes) + " (" +
@@ -111,7 +129,8 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   }
   out += "  step time            " + seconds_text(p.predicted_step_seconds) +
          " s (predicted by the " + std::string(name_of(t.cost)) + " cost model, not measured)\n";
-  out += "  batches planned      " + std::to_string(report.plans) + "\n";
+  out += std::string(batch ? "  batches planned      " : "  lengths planned      ") +
+         std::to_string(report.plans) + "\n";
   return out;
 }
 
@@ -132,7 +151,12 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
   field("policy", quoted(policy_of(t)));
   field("auto_choice", quoted(p.auto_choice));
   field("recomputed_values", std::to_string(p.recomputed_values));
-  field("max_batch", std::to_string(report.max_batch));
+  if (report.vary == Capacity::batch) {
+    field("max_batch", std::to_string(report.max_batch));
+  } else {
+    field("batch", std::to_string(request.step.model.batch));
+    field("max_seq_len", std::to_string(report.max_batch));
+  }
   field("at_search_limit", report.at_search_limit ? "true" : "false");
   field("arena_bytes", std::to_string(p.arena_bytes));
   field("host_bytes", std::to_string(p.host_bytes));

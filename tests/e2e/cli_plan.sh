@@ -144,6 +144,19 @@ out=$("$memfit" maxbatch --model lenet --budget 1KiB 2>&1); rc=$?
 grep -q "even batch 1 does not fit" <<<"$out" || fail "maxbatch under 1KiB: $out"
 out=$("$memfit" maxbatch --model lenet 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "maxbatch without --budget exited $rc, not 2"
+# maxbatch --vary seq-len: the longest sequence of a small GPT at batch 2;
+# fused attention (the default) reaches further than the naive form, and a
+# model of images is refused.
+gpt=(--model gpt --depth 2 --width 64 --vocab 50 --batch 2 --budget 32MiB --vary seq-len --json)
+json=$("$memfit" maxbatch "${gpt[@]}") || fail "maxbatch --vary seq-len exited $?"
+fused=$(number max_seq_len)
+grep -q '"batch": 2' <<<"$json" || fail "maxbatch --vary seq-len: no batch: $json"
+json=$("$memfit" maxbatch "${gpt[@]}" --attention naive) || fail "maxbatch --attention naive exited $?"
+[ "$fused" -gt "$(number max_seq_len)" ] ||
+  fail "fused attention's longest sequence $fused is not above naive's: $json"
+out=$("$memfit" maxbatch --model lenet --budget 1GiB --vary seq-len 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "maxbatch --vary seq-len of lenet exited $rc, not 1"
+grep -q "needs a sequence model; lenet reads images" <<<"$out" || fail "lenet --vary seq-len: $out"
 
 "$memfit" plan --model lenet --batch 64 --timeline "$dir/lenet.svg" >/dev/null || fail "--timeline"
 head -c 5 "$dir/lenet.svg" | grep -q "<svg " || fail "the timeline does not start with <svg"

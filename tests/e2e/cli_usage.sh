@@ -10,7 +10,7 @@ help=$("$memfit" --help) || fail "--help exited $?"
 grep -q "train" <<<"$help" || fail "--help does not list train"
 help=$("$memfit" train --help) || fail "train --help exited $?"
 grep -q -- "--accumulate" <<<"$help" || fail "train --help does not list --accumulate"
-for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "train --optimizer rmsprop" "train --recompute log" "nonexistent" ""; do
+for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "train --optimizer rmsprop" "train --recompute log" "train --attention flash" "maxbatch --model gpt --budget 1GiB --vary depth" "nonexistent" ""; do
   out=$("$memfit" $args 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
   grep -q "Usage" <<<"$out" || fail "'memfit $args' printed no usage"

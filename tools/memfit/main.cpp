@@ -15,6 +15,8 @@
 #include <iostream>
 #include <new>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "memfit/builder.h"
 #include "memfit/bytes.h"
@@ -66,6 +68,27 @@ CLI::Option* add_named(CLI::App* cmd, const std::string& flag, std::optional<Enu
           flag, [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
           help)
       ->check(name_validator<Enum>());
+}
+
+// A flag that takes one of a few names, the first the default; an unknown
+// name is refused with the list.
+template <typename Enum>
+CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, Enum& target,
+                        const std::vector<std::pair<std::string, Enum>>& choices,
+                        const std::string& help) {
+  std::vector<std::string> names;
+  for (const auto& choice : choices) names.push_back(choice.first);
+  return cmd
+      ->add_option_function<std::string>(
+          flag,
+          [&target, choices](const std::string& text) {
+            for (const auto& [name, value] : choices) {
+              if (name == text) target = value;
+            }
+          },
+          help)
+      ->check(CLI::IsMember(names))
+      ->default_str(names.front());
 }
 
 // The check of a number flag: a finite number (never nan or infinity), more
@@ -122,6 +145,11 @@ void add_model_flags(CLI::App* cmd, memfit::ModelOptions& model) {
       ->check(kNonNegative);
   cmd->add_option("--vocab", model.vocab, "tokens in the vocabulary (0: the model's)")
       ->check(kNonNegative);
+  add_choice(cmd, "--attention", model.attention,
+             {{"fused", memfit::AttentionForm::fused}, {"naive", memfit::AttentionForm::naive}},
+             "attention of gpt, transformer and seq2seq: fused (one op that keeps no positions x "
+             "positions matrix) or naive (matmul, softmax, dropout, matmul: the same math, for "
+             "comparison)");
   cmd->add_flag_callback(
       "--no-dropout", [&model] { model.dropout = false; },
       "leave out the model's dropout layers, in training too (runs that must compute the "
@@ -390,8 +418,8 @@ int run_plan(const memfit::PlanRequest& request, const PlanOutput& output) {
   return 0;
 }
 
-int run_max_batch(const memfit::PlanRequest& request, bool json) {
-  auto report = memfit::find_max_batch(request);
+int run_max_batch(const memfit::PlanRequest& request, memfit::Capacity vary, bool json) {
+  auto report = memfit::find_max_batch(request, vary);
   if (!report) {
     std::fprintf(stderr, "memfit maxbatch: %s\n", report.message().c_str());
     return 1;
@@ -450,10 +478,17 @@ int main(int argc, char** argv) {
   memfit::PlanRequest max_request;
   bool max_json = false;
   auto* max_cmd = app.add_subcommand(
-      "maxbatch", "find the largest batch whose training step fits a budget (plans only)");
+      "maxbatch",
+      "find the largest batch (or, with --vary seq-len, the longest sequence) whose training "
+      "step fits a budget (plans only)");
   add_step_flags(max_cmd, max_request.step);
   max_cmd->get_option("--model")->required();
   max_cmd->get_option("--budget")->required();
+  memfit::Capacity max_vary = memfit::Capacity::batch;
+  add_choice(max_cmd, "--vary", max_vary,
+             {{"batch", memfit::Capacity::batch}, {"seq-len", memfit::Capacity::seq_len}},
+             "the dimension to search: batch (examples per micro-batch) or seq-len (the longest "
+             "sequence at --batch, for sequence models)");
   max_cmd->add_flag("--json", max_json,
                     "print one JSON object (max_batch, arena_bytes, host_bytes, "
                     "predicted_step_seconds, ...)");
@@ -484,7 +519,7 @@ int main(int argc, char** argv) {
   try {
     if (train_cmd->parsed()) return run_train(train);
     if (plan_cmd->parsed()) return run_plan(plan, plan_output);
-    if (max_cmd->parsed()) return run_max_batch(max_request, max_json);
+    if (max_cmd->parsed()) return run_max_batch(max_request, max_vary, max_json);
     if (models_cmd->parsed()) return run_models();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr,

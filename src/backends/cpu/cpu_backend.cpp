@@ -1,12 +1,13 @@
 // The CPU backend: oneDNN kernels for the compute-heavy ops; OpenMP loops for
-// add, sub and mul, embedding and its gradient, causal_mask, the LSTM cell and
-// its gradient, max pooling, the cross-entropy, reductions, data movement
-// (reshape, transpose, concat, split, slice), fill, dropout and the optimizer
-// updates, and batch norm on channel-blocked values; oneDNN reorders between
-// layouts; the reference kernels for the rest. All kernels are created when a
-// graph is compiled. Which operands each kernel takes in the blocked layout
-// (nChw8c or nChw16c, the one oneDNN's convolutions choose on this machine)
-// is blocked_operands, which the layout pass reads.
+// add, sub and mul, embedding and its gradient, causal_mask, attention and its
+// gradient (in tiles), the LSTM cell and its gradient, max pooling, the
+// cross-entropy, reductions, data movement (reshape, transpose, concat, split,
+// slice), fill, dropout and the optimizer updates, and batch norm on
+// channel-blocked values; oneDNN reorders between layouts; the reference
+// kernels for the rest. All kernels are created when a graph is compiled.
+// Which operands each kernel takes in the blocked layout (nChw8c or nChw16c,
+// the one oneDNN's convolutions choose on this machine) is blocked_operands,
+// which the layout pass reads.
 #include <omp.h>
 
 #include <string>
@@ -102,6 +103,9 @@ KernelFactory cpu_factory(OpKind op) {
       return cpu::make_dropout_kernel;
     case OpKind::causal_mask:
       return cpu::make_causal_mask_kernel;
+    case OpKind::attention:
+    case OpKind::attention_grad:
+      return cpu::make_attention_kernel;
     case OpKind::lstm_cell:
     case OpKind::lstm_cell_grad:
       return cpu::make_lstm_kernel;
@@ -117,7 +121,8 @@ KernelFactory cpu_factory(OpKind op) {
 bool i32_input(OpKind op, size_t i) {
   return (op == OpKind::embedding && i == 0) || (op == OpKind::embedding_grad && i == 1) ||
          (op == OpKind::softmax_cross_entropy && i == 1) ||
-         (op == OpKind::softmax_cross_entropy_grad && i == 2);
+         (op == OpKind::softmax_cross_entropy_grad && i == 2) ||
+         (op == OpKind::attention && i == 3) || (op == OpKind::attention_grad && i == 6);
 }
 
 class CpuBackend final : public Backend {
@@ -125,7 +130,8 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
 
   // True for the nodes that get a CPU kernel; every tensor they touch is f32,
-  // but the i32 ids and labels of embedding_grad and the cross-entropy, and
+  // but the i32 ids and labels of embedding_grad and the cross-entropy, the
+  // key mask of attention, and
   // the data moved by transpose and slice, which may be of any type.
   bool supports(const Graph& graph, const Node& node) const override {
     const KernelFactory factory = cpu_factory(node.op);

@@ -53,6 +53,9 @@ std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node
 std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node);
 // causal_mask
 std::unique_ptr<Kernel> make_causal_mask_kernel(const Graph& graph, const Node& node);
+// attention and attention_grad (their key masks are i32): FlashAttention-2's
+// tiles on threads (cpu_attention_tiles.h)
+std::unique_ptr<Kernel> make_attention_kernel(const Graph& graph, const Node& node);
 // embedding (its ids are i32): rows copied on threads
 std::unique_ptr<Kernel> make_embedding_kernel(const Graph& graph, const Node& node);
 // embedding_grad (its ids are i32); the reference kernel's bits, on threads

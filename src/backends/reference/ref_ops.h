@@ -81,6 +81,10 @@ void ref_embedding_grad(const RefCall& call);
 void ref_causal_mask(const RefCall& call);
 void ref_where(const RefCall& call);
 
+// ref_attention.cpp
+void ref_attention(const RefCall& call);
+void ref_attention_grad(const RefCall& call);
+
 // ref_lstm.cpp
 void ref_lstm_cell(const RefCall& call);
 void ref_lstm_cell_grad(const RefCall& call);

@@ -129,6 +129,10 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_embedding_grad;
     case OpKind::causal_mask:
       return &ref_causal_mask;
+    case OpKind::attention:
+      return &ref_attention;
+    case OpKind::attention_grad:
+      return &ref_attention_grad;
     case OpKind::where:
       return &ref_where;
     case OpKind::lstm_cell:
