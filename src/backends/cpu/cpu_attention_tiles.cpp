@@ -50,9 +50,11 @@ namespace {
 
 // The score of a masked key, as in the composed form (causal_mask's value).
 constexpr float kMaskValue = -1e9f;
-// Query rows and keys per tile. Every product has an inner size of d, dv or a
-// tile side, and sgemm's efficiency grows with it; larger tiles waste more of
-// the diagonal tiles under the causal mask. Multiples of the widest lanes.
+// Query rows and keys per tile. sgemm runs near its peak on one thread for tile
+// sides of 64 to 256 (inner sizes d, dv or a tile side), larger tiles waste more
+// of the diagonal tiles under the causal mask, and 128 x 256 measured fastest,
+// by a few percent, at 1024 and 4096 positions. kKeyTile is a multiple of the
+// widest lanes: rows are padded to whole vectors.
 constexpr int64_t kQueryTile = 128;
 constexpr int64_t kKeyTile = 256;
 // Philox blocks drawn at once.
