@@ -149,9 +149,9 @@ class LstmLm(nn.Module):
 class GptBlock(nn.Module):
     """Pre-layer-norm block: x + drop(attn(ln_1(x))), then x + drop(mlp(ln_2(x)))."""
 
-    def __init__(self, width, heads, p):
+    def __init__(self, width, heads, p, attention):
         super().__init__()
-        self.heads, self.p = heads, p
+        self.heads, self.p, self.sdpa = heads, p, attention == "sdpa"
         self.ln_1 = nn.LayerNorm(width)
         self.attn = nn.Module()
         self.attn.c_attn = nn.Linear(width, 3 * width)
@@ -163,11 +163,16 @@ class GptBlock(nn.Module):
 
     def attention(self, x, n, t):
         # x (N*T, W) -> q, k, v (N, heads, T, dh); scores (N, heads, T, T), as
-        # memfit materializes them (no fused attention).
+        # memfit's naive form materializes them, or PyTorch's fused
+        # scaled_dot_product_attention (attention="sdpa", memfit's fused form).
         w = x.shape[1]
         dh = w // self.heads
         q, k, v = (z.reshape(n, t, self.heads, dh).transpose(1, 2)
                    for z in self.attn.c_attn(x).split(w, dim=1))
+        if self.sdpa:
+            out = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
+            return self.attn.c_proj(out.transpose(1, 2).reshape(n * t, w))
         scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(dh))
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(mask, -1e9)  # memfit's causal_mask value
@@ -185,13 +190,14 @@ class Gpt(nn.Module):
     """memfit's gpt (transformer.cpp): GPT-2 with learned positions, pre-LN
     blocks, exact GELU, dropout 0.1 and the embedding tied to the output."""
 
-    def __init__(self, depth=12, width=768, seq_len=1024, vocab=50257, p=0.1, **_):
+    def __init__(self, depth=12, width=768, seq_len=1024, vocab=50257, p=0.1, attention="naive",
+                 **_):
         super().__init__()
         heads = max(1, width // 64)
         self.p, self.t = p, seq_len
         self.wte = nn.Embedding(vocab, width)
         self.wpe = nn.Embedding(seq_len, width)  # the positions table (T, W)
-        self.h = nn.ModuleList([GptBlock(width, heads, p) for _ in range(depth)])
+        self.h = nn.ModuleList([GptBlock(width, heads, p, attention) for _ in range(depth)])
         self.ln_f = nn.LayerNorm(width)
         self.blocks = [self._embed]
         for block in self.h:

@@ -4,6 +4,7 @@
 //
 //   ./build/bench/peer_step --model resnet18 --batch 8 [MODEL SIZE FLAGS]
 //        [--threads 2] [--no-sharing] [--recompute none|sqrt|budget] [--warmup 2]
+//        [--attention fused|naive] [--no-dropout]
 //   ./build/bench/peer_step --version-info   (oneDNN's version, as JSON)
 //
 // Protocol, one line each way, so that the driver can alternate programs that
@@ -112,6 +113,9 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", options.vocab, "vocabulary (0: the model's)");
   app.add_flag_callback(
       "--no-dropout", [&options] { options.dropout = false; }, "leave out the dropout layers");
+  std::string attention = "fused";
+  app.add_option("--attention", attention, "gpt: fused or naive attention")
+      ->check(CLI::IsMember({"fused", "naive"}));
   app.add_option("--threads", threads, "threads of the cpu backend")->check(CLI::PositiveNumber);
   app.add_flag("--no-sharing", no_sharing, "a slice of memory per value (no planning)");
   bool plain_layouts = false;
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   bool version_info = false;
   app.add_flag("--version-info", version_info, "print the oneDNN this program runs and exit");
   CLI11_PARSE(app, argc, argv);
+  options.attention = attention == "naive" ? AttentionForm::naive : AttentionForm::fused;
   if (version_info) {
     // memfit calls no BLAS: matmul and linear run oneDNN's own kernels.
     const dnnl_version_t* v = dnnl_version();

@@ -49,6 +49,10 @@ def parse_args():
     p.add_argument("--mode", choices=["plain", "checkpoint", "compile"], default="plain")
     p.add_argument("--budget", type=float, default=1.0,
                    help="compile: torch._functorch.config.activation_memory_budget")
+    p.add_argument("--attention", choices=["naive", "sdpa"], default="naive",
+                   help="gpt: attention composed of matmul and softmax, or "
+                        "torch.nn.functional.scaled_dot_product_attention")
+    p.add_argument("--no-dropout", action="store_true", help="dropout probability 0")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.01)
@@ -147,7 +151,10 @@ def main():
         args.seq_len = args.seq_len or 35
     elif args.model == "gpt":
         args.seq_len = args.seq_len or 1024
-    model = models.build(args.model, **sizes_of(args))
+    extra = {"attention": args.attention} if args.model == "gpt" else {}
+    if args.no_dropout:
+        extra["p"] = 0.0
+    model = models.build(args.model, **sizes_of(args), **extra)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = loss_function(args, model)

@@ -99,28 +99,26 @@ double bytes_of(const Types& types) {
   return bytes;
 }
 
-// Two products per visible pair (q k, p v) and a softmax's few flops; every
-// tensor moved once: the scores never leave the tiles.
-Cost cost_attention(const Types& in, const Types& out, const Attrs& attrs) {
+// `flops_per_pair` for each visible (query, key) pair of every (batch,
+// head); every tensor moved once: the scores never leave the tiles.
+Cost pairs_cost(const Types& in, const Types& out, const Attrs& attrs, double flops_per_pair) {
   const Shape& q = in[0].shape;
   const double pairs = static_cast<double>(q[0] * q[1]) *
                        visible_pairs(q[2], in[1].shape[2], std::get<AttentionAttrs>(attrs));
-  Cost cost;
-  cost.flops = pairs * (2.0 * static_cast<double>(q[3] + in[2].shape[3]) + 5.0);
-  cost.bytes = bytes_of(in) + bytes_of(out);
-  return cost;
+  return Cost{pairs * flops_per_pair, bytes_of(in) + bytes_of(out)};
+}
+
+// Two products per pair (q k, p v) and a softmax's few flops.
+Cost cost_attention(const Types& in, const Types& out, const Attrs& attrs) {
+  const double d = static_cast<double>(in[0].shape[3]), dv = static_cast<double>(in[2].shape[3]);
+  return pairs_cost(in, out, attrs, 2.0 * (d + dv) + 5.0);
 }
 
 // The backward recomputes the scores (q k) and computes dp (do v), dv, dq
-// and dk: five products per visible pair.
+// and dk: five products per pair.
 Cost cost_attention_grad(const Types& in, const Types& out, const Attrs& attrs) {
-  const Shape& q = in[0].shape;
-  const double pairs = static_cast<double>(q[0] * q[1]) *
-                       visible_pairs(q[2], in[1].shape[2], std::get<AttentionAttrs>(attrs));
-  Cost cost;
-  cost.flops = pairs * (2.0 * static_cast<double>(3 * q[3] + 2 * in[2].shape[3]) + 8.0);
-  cost.bytes = bytes_of(in) + bytes_of(out);
-  return cost;
+  const double d = static_cast<double>(in[0].shape[3]), dv = static_cast<double>(in[2].shape[3]);
+  return pairs_cost(in, out, attrs, 2.0 * (3.0 * d + 2.0 * dv) + 8.0);
 }
 
 // q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv).
