@@ -7,9 +7,12 @@ GPT-2 small's layers (width 768, 12 heads, vocabulary 50257) at batch 1:
 1024 positions with 12 layers, and 4096 positions with 2 layers (the four
 programs must fit this machine's memory at once). With the models' dropout
 (0.1) and without it (--no-dropout: PyTorch's CPU flash kernel, unlike its
-math kernel, may not take dropout). Prints, per program, the median step
-time, and the memory: memfit's planned arena, PyTorch's allocator peak over
-a step (torch_step.py says how it is measured).
+math kernel, may not take dropout). PyTorch flushes denormal floats to
+zero (--flush-denormal): without it the GPT's tiny gradients made MKL's
+sgemm, and so its steps, up to 6 times slower from the second step on;
+memfit's kernels run at full speed without it. Prints, per program, the
+median step time, and the memory: memfit's planned arena, PyTorch's
+allocator peak over a step (torch_step.py says how it is measured).
 
   bench/peer/.venv/bin/python bench/peer/attention.py [--rounds 2] [--steps 2]
 """
@@ -23,8 +26,8 @@ from compare import HERE, Worker, median, mib
 PROGRAMS = [
     ("memfit fused", "memfit", []),
     ("memfit naive", "memfit", ["--attention", "naive"]),
-    ("torch sdpa", "torch", ["--mode", "plain", "--attention", "sdpa"]),
-    ("torch naive", "torch", ["--mode", "plain", "--attention", "naive"]),
+    ("torch sdpa", "torch", ["--mode", "plain", "--attention", "sdpa", "--flush-denormal"]),
+    ("torch naive", "torch", ["--mode", "plain", "--attention", "naive", "--flush-denormal"]),
 ]
 CONFIGS = [(1024, 12), (4096, 2)]
 
@@ -36,7 +39,8 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--peer-step", default=os.path.join(HERE, "..", "..", "build", "bench", "peer_step"))
     args = p.parse_args()
-    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+               OMP_WAIT_POLICY="passive", PYTHONPATH=HERE)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     log = open(os.path.join(HERE, "results", "attention_log.txt"), "w")
     print(f"{'positions':>9} {'layers':>6} {'dropout':>7} {'program':<13} {'step s':>8} "

@@ -53,6 +53,9 @@ def parse_args():
                    help="gpt: attention composed of matmul and softmax, or "
                         "torch.nn.functional.scaled_dot_product_attention")
     p.add_argument("--no-dropout", action="store_true", help="dropout probability 0")
+    p.add_argument("--flush-denormal", action="store_true",
+                   help="torch.set_flush_denormal(True): denormal floats become zero (a GPT's "
+                        "tiny gradients otherwise slow MKL's sgemm several times over)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--lr", type=float, default=0.01)
@@ -142,6 +145,8 @@ def main():
     start_rss = resident_bytes()
     args = parse_args()
     torch.set_num_threads(args.threads)
+    if args.flush_denormal:
+        torch.set_flush_denormal(True)
     torch.manual_seed(1)
     if args.model == "lenet":
         args.image_size = args.image_size or 28
