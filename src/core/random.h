@@ -8,19 +8,28 @@
 
 namespace memfit {
 
+// Philox4x32-10's round multipliers and key increments (Weyl sequence).
+inline constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
+
 inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter,
                                           std::array<uint32_t, 2> key) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kMul0) * counter[0];
-    const uint64_t p1 = static_cast<uint64_t>(kMul1) * counter[2];
+    const uint64_t p0 = static_cast<uint64_t>(kPhiloxMul0) * counter[0];
+    const uint64_t p1 = static_cast<uint64_t>(kPhiloxMul1) * counter[2];
     counter = {static_cast<uint32_t>(p1 >> 32) ^ counter[1] ^ key[0], static_cast<uint32_t>(p1),
                static_cast<uint32_t>(p0 >> 32) ^ counter[3] ^ key[1], static_cast<uint32_t>(p0)};
-    key[0] += kWeyl0;
-    key[1] += kWeyl1;
+    key[0] += kPhiloxWeyl0;
+    key[1] += kPhiloxWeyl1;
   }
   return counter;
+}
+
+// The Philox key of stream `key` at `step` of the run `seed`; a block's
+// counter is (block low, block high, step low, key low).
+inline std::array<uint32_t, 2> philox_key(uint64_t seed, uint64_t step, uint64_t key) {
+  return {static_cast<uint32_t>(seed) ^ static_cast<uint32_t>(step >> 32),
+          static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(key >> 32)};
 }
 
 // The four 32-bit words of Philox block `block` of stream `key` at `step`
@@ -29,10 +38,7 @@ inline std::array<uint32_t, 4> random_block(uint64_t seed, uint64_t step, uint64
   const std::array<uint32_t, 4> counter = {
       static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
       static_cast<uint32_t>(step), static_cast<uint32_t>(key)};
-  const std::array<uint32_t, 2> philox_key = {
-      static_cast<uint32_t>(seed) ^ static_cast<uint32_t>(step >> 32),
-      static_cast<uint32_t>(seed >> 32) ^ static_cast<uint32_t>(key >> 32)};
-  return philox4x32(counter, philox_key);
+  return philox4x32(counter, philox_key(seed, step, key));
 }
 
 // 32 random bits for element `index` of stream `key` at `step` of the run `seed`.

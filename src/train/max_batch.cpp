@@ -104,11 +104,11 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
                     ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
                     std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) + "\n";
   const bool batch = report.vary == Capacity::batch;
+  const std::string larger = batch ? "larger batches" : "longer sequences";
   out += std::string(batch ? "  max batch            " : "  max seq-len          ") +
          std::to_string(report.max_batch) +
-         (!report.at_search_limit ? ""
-          : batch                 ? " (the search's largest probe: larger batches were not tried)"
-                                  : " (the search's largest probe: longer sequences were not tried)") +
+         (report.at_search_limit ? " (the search's largest probe: " + larger + " were not tried)"
+                                 : "") +
          "\n";
   if (!batch) out += "  batch                " + std::to_string(request.step.model.batch) + "\n";
   out += "  arena                " + human_bytes(p.arena_bytes) + " (" +

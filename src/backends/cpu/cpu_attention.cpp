@@ -38,17 +38,14 @@ class AttentionKernel final : public Kernel {
     auto out = [&](size_t i) { return static_cast<float*>(args.outputs[i]); };
     const auto* key_mask =
         has_key_mask_ ? static_cast<const int32_t*>(args.inputs[key_mask_input_]) : nullptr;
-    // At most the threads the workspace was sized for.
-    const int threads = omp_get_max_threads();
-    if (threads > threads_) omp_set_num_threads(threads_);
+    // The threads the workspace was sized for.
     if (backward_) {
       attention_backward(shape_, params, in(0), in(1), in(2), in(3), in(4), in(5), key_mask,
-                         out(0), out(1), out(2), args.workspace);
+                         out(0), out(1), out(2), args.workspace, threads_);
     } else {
       attention_forward(shape_, params, in(0), in(1), in(2), key_mask, out(0), out(1),
-                        args.workspace);
+                        args.workspace, threads_);
     }
-    if (threads > threads_) omp_set_num_threads(threads);
   }
 
  private:

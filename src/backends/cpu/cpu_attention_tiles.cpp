@@ -37,6 +37,7 @@
 
 #include "core/check.h"
 #include "core/random.h"
+#include "memfit/attrs.h"
 
 // The lane helpers take and return vectors by value; 32-byte ones change the
 // calling convention without AVX, which -Wpsabi warns about (when templates are
@@ -49,7 +50,7 @@ namespace memfit::cpu {
 namespace {
 
 // The score of a masked key, as in the composed form (causal_mask's value).
-constexpr float kMaskValue = -1e9f;
+constexpr float kMaskValue = kAttentionMaskValue;
 // Query rows and keys per tile. sgemm runs near its peak on one thread for tile
 // sides of 64 to 256 (inner sizes d, dv or a tile side), larger tiles waste more
 // of the diagonal tiles under the causal mask, and 128 x 256 measured fastest,
@@ -248,7 +249,7 @@ template <int W>
   constexpr int kBlocks = W / 2;  // per vector
   constexpr int kGroups = kPhiloxBlocks / kBlocks;
   constexpr uint64_t kLow = 0xFFFFFFFFu;
-  const V mul0 = V{} + 0xD2511F53u, mul1 = V{} + 0xCD9E8D57u;
+  const V mul0 = V{} + kPhiloxMul0, mul1 = V{} + kPhiloxMul1;
   V lane{};
   for (int l = 0; l < kBlocks; ++l) lane[l] = static_cast<uint64_t>(l);
   V c0[kGroups], c1[kGroups], c2[kGroups], c3[kGroups];
@@ -259,9 +260,7 @@ template <int W>
     c2[g] = V{} + static_cast<uint32_t>(dropout.step);
     c3[g] = V{} + static_cast<uint32_t>(dropout.key);
   }
-  uint32_t k0 = static_cast<uint32_t>(dropout.seed) ^ static_cast<uint32_t>(dropout.step >> 32);
-  uint32_t k1 =
-      static_cast<uint32_t>(dropout.seed >> 32) ^ static_cast<uint32_t>(dropout.key >> 32);
+  auto [k0, k1] = philox_key(dropout.seed, dropout.step, dropout.key);
   for (int round = 0; round < 10; ++round) {
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
@@ -271,8 +270,8 @@ template <int W>
       c2[g] = (p0 >> 32) ^ c3[g] ^ k1;
       c3[g] = p0;
     }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    k0 += kPhiloxWeyl0;
+    k1 += kPhiloxWeyl1;
   }
   // Words 0 and 1, and 2 and 3, of each block side by side, then block by block.
 #pragma GCC unroll 8
@@ -642,14 +641,14 @@ size_t attention_backward_workspace(const AttentionShape& shape, int threads) {
 
 void attention_forward(const AttentionShape& shape, const AttentionParams& params, const float* q,
                        const float* k, const float* v, const int32_t* key_mask, float* o,
-                       float* lse, void* workspace) {
+                       float* lse, void* workspace, int threads) {
   const Problem pb(shape, params, key_mask);
   const RowKernels kernels = row_kernels();
   const size_t stride = forward_per_thread();
   const int64_t tiles = (shape.tq + kQueryTile - 1) / kQueryTile;
   const int64_t tasks = shape.batch * shape.heads * tiles;
   // Later query tiles see more keys under the causal mask: they go first.
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t task = 0; task < tasks; ++task) {
     Arena arena(thread_chunk(workspace, stride, omp_get_thread_num()));
     const ForwardScratch ws = take_forward(arena);
@@ -661,12 +660,12 @@ void attention_forward(const AttentionShape& shape, const AttentionParams& param
 void attention_backward(const AttentionShape& shape, const AttentionParams& params, const float* q,
                         const float* k, const float* v, const float* o, const float* lse,
                         const float* dout, const int32_t* key_mask, float* dq, float* dk, float* dv,
-                        void* workspace) {
+                        void* workspace, int threads) {
   const Problem pb(shape, params, key_mask);
   const RowKernels kernels = row_kernels();
   const size_t stride = backward_per_thread(shape.tq);
   const int64_t heads = shape.batch * shape.heads;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t bh = 0; bh < heads; ++bh) {
     Arena arena(thread_chunk(workspace, stride, omp_get_thread_num()));
     const BackwardScratch ws = take_backward(arena, shape.tq);

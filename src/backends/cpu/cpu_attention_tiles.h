@@ -27,19 +27,19 @@ struct AttentionParams {
   uint64_t micro_step = 0;
 };
 
-// Workspace bytes for `threads` OpenMP threads (the kernel is made once, when the
-// step is compiled, with omp_get_max_threads(); run with at most that many threads).
+// Workspace bytes for `threads` OpenMP threads; the kernels below run on
+// `threads` threads, each with its own part of the workspace.
 size_t attention_forward_workspace(const AttentionShape& shape, int threads);
 size_t attention_backward_workspace(const AttentionShape& shape, int threads);
 
 void attention_forward(const AttentionShape& shape, const AttentionParams& params, const float* q,
                        const float* k, const float* v, const int32_t* key_mask, float* o,
-                       float* lse, void* workspace);
+                       float* lse, void* workspace, int threads);
 
 // dq, dk and dv are written completely; they never alias the inputs.
 void attention_backward(const AttentionShape& shape, const AttentionParams& params, const float* q,
                         const float* k, const float* v, const float* o, const float* lse,
                         const float* dout, const int32_t* key_mask, float* dq, float* dk, float* dv,
-                        void* workspace);
+                        void* workspace, int threads);
 
 }  // namespace memfit::cpu
