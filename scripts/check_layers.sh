@@ -15,7 +15,7 @@ layers=(core ir ops autodiff memory dist runtime backends cost passes models onn
 # The public headers (include/memfit/) and their layers.
 declare -A public=(
   [status.h]=core [bytes.h]=core [attrs.h]=ir [op_list.h]=ir [ir.h]=ir [optimizer.h]=autodiff
-  [builder.h]=models [techniques.h]=passes [step.h]=step [train.h]=train [plan.h]=train)
+  [builder.h]=models [techniques.h]=passes [step.h]=step [train.h]=train [plan.h]=train [dist.h]=dist)
 
 declare -A rank
 for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done

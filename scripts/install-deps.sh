@@ -12,6 +12,8 @@ packages=(
   coinor-libcbc-dev         # CBC: the MILP solver of --recompute milp (optional)
   pkg-config                # how CMake finds CBC
   clang libclang-rt-14-dev  # libFuzzer: the fuzz targets of the readers (fuzz/)
+  libopenmpi-dev openmpi-bin  # MPI: data-parallel training across processes and machines
+  iproute2                  # ip netns: the two-host data-parallel test
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
 )
 sudo=""

@@ -76,8 +76,10 @@ TEST_P(OpGradientTest, MatchesFiniteDifferences) {
     const bool optimizer = op == OpKind::sgd_update || op == OpKind::adamw_update;
     // fill reads no value of its optional input: its output is a constant.
     const bool constant = op_arity(op).max == 0 || op == OpKind::fill;
-    // Copies are inserted after autodiff (src/passes/swap.cpp): no gradient is asked of them.
-    EXPECT_TRUE(optimizer || constant || info.copy || !info.emitted_by.empty())
+    // Copies and the all-reduce are inserted after autodiff (src/passes/swap.cpp,
+    // src/passes/all_reduce.cpp): no gradient is asked of them.
+    const bool inserted = info.copy || info.comm || op == OpKind::all_reduce_wait;
+    EXPECT_TRUE(optimizer || constant || inserted || !info.emitted_by.empty())
         << op_name(op) << " has no gradient rule and names no op whose check covers it";
     for (OpKind by : info.emitted_by) EXPECT_TRUE(op_info(by).grad != nullptr);
     return;

@@ -416,6 +416,25 @@ struct AdamWAttrs {
   }
 };
 
+// all_reduce_start and all_reduce_wait: one bucket of gradients summed over
+// the `ranks` ranks of a data-parallel step (src/ops/ops_comm.cpp). Gradient
+// i has the shape dims[sum(ndims[0..i)) .. +ndims[i]) and occupies the floats
+// [offsets[i], offsets[i + 1]) of the bucket (its elements in its layout,
+// padding included); offsets has one entry more than ndims.
+struct BucketAttrs {
+  int64_t ranks = 1;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> ndims;
+  std::vector<int64_t> offsets;
+  template <class F>
+  void visit_fields(F&& f) {
+    f("ranks", ranks);
+    f("dims", dims);
+    f("ndims", ndims);
+    f("offsets", offsets);
+  }
+};
+
 struct FillAttrs {
   float value = 0.0f;
   Shape shape;

@@ -87,7 +87,7 @@ using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, P
                            FillAttrs, LayerNormAttrs, PadAttrs, CausalMaskAttrs, SplitAttrs,
                            Pool3dAttrs, Pool3dGradAttrs, UpsampleAttrs, Conv3dAttrs,
                            Conv3dGradAttrs, ConvTranspose2dAttrs, ConvTranspose3dAttrs,
-                           AttentionAttrs>;
+                           AttentionAttrs, BucketAttrs>;
 // The attribute struct of `op`, default-initialized.
 Attrs default_attrs(OpKind op);
 

@@ -78,6 +78,8 @@
   MEMFIT_OP(to_host, NoAttrs, 1, 1)                          \
   MEMFIT_OP(to_device, NoAttrs, 1, 1)                        \
   MEMFIT_OP(swap_wait, NoAttrs, 2, 2)                        \
+  MEMFIT_OP(all_reduce_start, BucketAttrs, 1, -1)            \
+  MEMFIT_OP(all_reduce_wait, BucketAttrs, 1, 1)              \
   MEMFIT_OP(conv2d_relu, Conv2dAttrs, 2, 3)                  \
   MEMFIT_OP(conv2d_add, Conv2dAttrs, 3, 4)                   \
   MEMFIT_OP(linear_relu, NoAttrs, 2, 3)

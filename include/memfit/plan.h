@@ -82,6 +82,16 @@ struct PlanReport {
   // src/passes/step_time.h), and the forward work the clones add.
   double predicted_step_seconds = 0;
   double predicted_recompute_seconds = 0;
+  // Data parallelism (ranks > 1): the gradient buckets summed over the ranks,
+  // their bytes (as laid out), and the network's part of the predicted step
+  // (--comm-gbps): the seconds of the sums, and of them the seconds the
+  // compute stream waits, the communication the backward pass does not hide.
+  int64_t ranks = 1;
+  size_t buckets = 0;
+  size_t reduced_bytes = 0;
+  size_t largest_bucket_bytes = 0;
+  double predicted_comm_seconds = 0;
+  double predicted_exposed_comm_seconds = 0;
   int32_t peak_step = -1;               // the step where the live bytes reach lower_bound_bytes
   std::string algorithm;                // the heap algorithm whose placement won
   std::vector<TimelinePoint> timeline;  // one per node, in schedule order

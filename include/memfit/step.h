@@ -51,6 +51,15 @@ struct StepSpec {
   size_t budget = 0;         // the largest step arena allowed; 0: no limit
   double link_gbps = 0;  // the host link in GB/s: the copy engine runs no faster, and the swap
                          // policies plan with it; 0: unlimited, planned as 10
+
+  // Data parallelism (src/passes/all_reduce.h). `ranks` processes each run
+  // this step on their own model.batch rows, with the loss scaled by
+  // 1 / (ranks * accumulate); gradients are summed over the ranks in buckets
+  // of bucket_mb MB (1e6 bytes), started as the backward pass completes each.
+  int64_t ranks = 1;        // 1: no communication
+  double bucket_mb = 25;    // as PyTorch's DistributedDataParallel
+  double comm_gbps = 0;     // the network per rank in GB/s: the communication thread runs no
+                            // faster, and plans predict with it; 0: unlimited, predicted as 10
 };
 
 // What a spec's technique fields resolve to: what the step does.
@@ -72,7 +81,8 @@ Result<Techniques> resolve_techniques(const StepSpec& spec);
 // Every setting of `spec` checked, with a message that names the flag:
 // batch and accumulate at least 1, threads not negative, a known backend, a
 // learning rate not negative, the TFLMS knobs in range, a positive milp time
-// limit, a link not negative, and resolve_techniques.
+// limit, a link not negative, ranks at least 1, a bucket size and a network
+// not negative, and resolve_techniques.
 Status check_step_spec(const StepSpec& spec);
 
 // The flags that give `t` ("--policy auto", "--recompute sqrt --mirror --swap budget").

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "memfit/dist.h"
 #include "memfit/status.h"
 #include "memfit/step.h"
 
@@ -38,6 +39,18 @@ struct TrainOptions {
   // continues from the next step (`memfit train` asks whether SIGINT or
   // SIGTERM came).
   std::function<bool()> stop_requested;
+
+  // Data parallelism: the ranks of the run (not owned); null: one process.
+  // Each rank runs step.model.batch rows of every micro-batch of
+  // ranks * batch examples, the micro-batch one process would read with that
+  // batch: rank r its rows r * batch .. (r + 1) * batch. Gradients, losses
+  // and evaluation counts are summed over the ranks; rank 0 alone logs and
+  // writes checkpoints, and its state (initial or resumed) is every rank's.
+  // step.ranks must be 1 (then it is set to comm->size()) or comm->size().
+  Communicator* comm = nullptr;
+  // After every optimizer step, compare a hash of each rank's state with rank
+  // 0's; a difference ends the run with an error naming the rank.
+  bool check_replicas = false;
 };
 
 struct TrainReport {

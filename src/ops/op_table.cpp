@@ -32,6 +32,7 @@ const std::array<OpInfo, kNumOps>& table() {
     register_optimizer_ops(builder);
     register_swap_ops(builder);
     register_fused_ops(builder);
+    register_comm_ops(builder);
     std::array<OpInfo, kNumOps> by_op;
     std::array<bool, kNumOps> seen{};
     for (OpInfo& info : builder.infos()) {

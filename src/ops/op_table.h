@@ -65,6 +65,11 @@ struct OpInfo {
   // executor runs it on the copy stream; passes insert it after autodiff, so it
   // has no gradient rule.
   bool copy = false;
+  // A communication op (all_reduce_start: src/ops/ops_comm.cpp): after its
+  // kernel, the executor starts a collective on its output on the
+  // communication thread; readers of the output wait for it. Inserted after
+  // autodiff, so it has no gradient rule.
+  bool comm = false;
   // What recomputation (src/passes/recompute.h) knows of the op. Cheap enough
   // to recompute for every backward reader (mirror): eltwise activations,
   // batch norm, dropout, scale, add, sub, mul, reshape, transpose.
@@ -116,6 +121,11 @@ void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, 
 void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill
 void register_optimizer_ops(OpTableBuilder& table);    // sgd_update, adamw_update
 void register_swap_ops(OpTableBuilder& table);         // to_host, to_device, swap_wait
-void register_fused_ops(OpTableBuilder& table);        // conv2d_relu, conv2d_add, linear_relu
+void register_fused_ops(OpTableBuilder& table);
+void register_comm_ops(OpTableBuilder& table);         // all_reduce_start, all_reduce_wait
+
+// The bytes one rank sends and receives to sum a bucket over its ranks with a
+// ring all-reduce: 2 (N - 1) / N of the bucket's bytes.
+double all_reduce_wire_bytes(const BucketAttrs& bucket);        // conv2d_relu, conv2d_add, linear_relu
 
 }  // namespace memfit

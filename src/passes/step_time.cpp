@@ -26,14 +26,24 @@ std::vector<double> predicted_node_seconds(const Graph& graph, const StepMachine
   return seconds;
 }
 
-double predicted_step_seconds(const Graph& graph, const std::vector<double>& node_seconds) {
+CommPrediction predict_comm(const Graph& graph, const std::vector<double>& node_seconds,
+                            double comm_bytes_per_second) {
   MEMFIT_CHECK(node_seconds.size() == graph.num_nodes());
+  const double network = comm_bytes_per_second > 0 ? comm_bytes_per_second : 1e10;
+  CommPrediction p;
   double compute = 0;                              // when the compute stream is free
   double copy_free = 0;                            // when the copy stream is free
-  std::vector<double> done(graph.num_nodes(), 0);  // when each copy completes
-  auto copy_done = [&](ValueId v) {
+  double comm_free = 0;                            // when the network stream is free
+  std::vector<double> done(graph.num_nodes(), 0);  // when each copy or sum completes
+  auto stream_done = [&](ValueId v) {
     const NodeId producer = graph.value(v).producer;
-    return producer.valid() && op_info(graph.node(producer).op).copy ? done[producer.idx()] : 0.0;
+    if (!producer.valid()) return 0.0;
+    const OpInfo& info = op_info(graph.node(producer).op);
+    return info.copy || info.comm ? done[producer.idx()] : 0.0;
+  };
+  auto wait_for = [&](double when) {
+    if (when > compute) p.exposed_seconds += when - compute;
+    compute = std::max(compute, when);
   };
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const Node& node = graph.nodes()[n];
@@ -41,13 +51,34 @@ double predicted_step_seconds(const Graph& graph, const std::vector<double>& nod
       copy_free = std::max(compute, copy_free) + node_seconds[n];
       done[n] = copy_free;
     } else if (node.op == OpKind::swap_wait) {
-      compute = std::max(compute, copy_done(node.inputs[1]));
+      compute = std::max(compute, stream_done(node.inputs[1]));
     } else {
-      for (ValueId in : node.inputs) compute = std::max(compute, copy_done(in));
+      for (ValueId in : node.inputs) {
+        const NodeId producer = graph.value(in).producer;
+        const bool summed = producer.valid() && op_info(graph.node(producer).op).comm;
+        if (summed) {
+          wait_for(stream_done(in));
+        } else {
+          compute = std::max(compute, stream_done(in));
+        }
+      }
       compute += node_seconds[n];
+      if (op_info(node.op).comm) {
+        const double seconds =
+            all_reduce_wire_bytes(std::get<BucketAttrs>(node.attrs)) / network;
+        comm_free = std::max(compute, comm_free) + seconds;
+        done[n] = comm_free;
+        p.comm_seconds += seconds;
+      }
     }
   }
-  return std::max(compute, copy_free);
+  p.step_seconds = std::max({compute, copy_free, comm_free});
+  return p;
+}
+
+double predicted_step_seconds(const Graph& graph, const std::vector<double>& node_seconds,
+                              double comm_bytes_per_second) {
+  return predict_comm(graph, node_seconds, comm_bytes_per_second).step_seconds;
 }
 
 }  // namespace memfit

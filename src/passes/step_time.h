@@ -8,7 +8,11 @@
 // runs it (src/runtime/executor.h): compute nodes one after the other, each
 // after the copies whose outputs it reads; copies in issue order, each
 // starting no earlier than its node's place on the compute stream; swap_wait
-// holds the compute stream until its copy has completed.
+// holds the compute stream until its copy has completed. Data parallelism adds
+// a third stream, the network: an all_reduce_start packs its bucket on the
+// compute stream, then its sum takes all_reduce_wire_bytes / C on the
+// network stream (C the network's bandwidth per rank), in issue order;
+// readers of the bucket wait for the sum.
 #pragma once
 
 #include <vector>
@@ -32,8 +36,19 @@ StepMachine step_machine(const NodeSeconds& compute, double link_gbps);
 // copies by bytes / L, swap_wait 0.
 std::vector<double> predicted_node_seconds(const Graph& graph, const StepMachine& machine);
 
-// The step's predicted seconds: the two-stream simulation over `node_seconds`
-// (one per node; those of copies are their copy times).
-double predicted_step_seconds(const Graph& graph, const std::vector<double>& node_seconds);
+// The step's predicted seconds: the simulation over `node_seconds` (one per
+// node; those of copies are their copy times), with a network of
+// `comm_bytes_per_second` (0: 1e10).
+double predicted_step_seconds(const Graph& graph, const std::vector<double>& node_seconds,
+                              double comm_bytes_per_second = 0);
+
+// The network's part of a predicted step.
+struct CommPrediction {
+  double step_seconds = 0;
+  double comm_seconds = 0;     // the sums on the network stream
+  double exposed_seconds = 0;  // of which the compute stream waits for
+};
+CommPrediction predict_comm(const Graph& graph, const std::vector<double>& node_seconds,
+                            double comm_bytes_per_second);
 
 }  // namespace memfit

@@ -14,6 +14,11 @@ bool has_copy_nodes(const Graph& graph) {
                      [](const Node& node) { return op_info(node.op).copy; });
 }
 
+bool has_comm_nodes(const Graph& graph) {
+  return std::any_of(graph.nodes().begin(), graph.nodes().end(),
+                     [](const Node& node) { return op_info(node.op).comm; });
+}
+
 namespace {
 
 // Plans the memory-aware order of the nodes and keeps it if its arena is smaller.
@@ -69,7 +74,10 @@ Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
   plan_options.share = share;
   plan_options.band = band;
   MEMFIT_ASSIGN_OR_RETURN(planned.plan, plan_memory(planned.graph, planned.sizes, plan_options));
-  if (share && !has_copy_nodes(planned.graph)) try_memory_aware_order(planned, plan_options);
+  // Copies and collectives start where the graph's order puts them: it is kept.
+  if (share && !has_copy_nodes(planned.graph) && !has_comm_nodes(planned.graph)) {
+    try_memory_aware_order(planned, plan_options);
+  }
   if (budget > 0 && planned.plan.arena_bytes > budget) {
     plan_options.budget = budget;
     return plan_memory(planned.graph, planned.sizes, plan_options).status();

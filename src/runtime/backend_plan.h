@@ -24,6 +24,9 @@ struct BackendPlan {
 
 // Whether `graph` has copy nodes (to_host, to_device: the swap pass's).
 bool has_copy_nodes(const Graph& graph);
+// Whether `graph` has communication nodes (all_reduce_start: the all-reduce
+// pass's, whose places in the order are when each bucket's sum starts).
+bool has_comm_nodes(const Graph& graph);
 
 // The kernel of node `id` and the name of the backend that made it: `backend`
 // where it supports the node, else `reference`; an error names the node.

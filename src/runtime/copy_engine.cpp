@@ -19,15 +19,20 @@ CopyEngine::~CopyEngine() {
 
 int64_t CopyEngine::copy(void* dst, const void* src, size_t bytes,
                          std::function<void(Clock::time_point, double)> done) {
+  return transfer(bytes, [dst, src, bytes] { std::memcpy(dst, src, bytes); }, std::move(done));
+}
+
+int64_t CopyEngine::transfer(size_t bytes, std::function<void()> work,
+                             std::function<void(Clock::time_point, double)> done) {
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back(Task{dst, src, bytes, std::move(done), nullptr});
+  queue_.push_back(Task{std::move(work), bytes, std::move(done)});
   issued_cv_.notify_one();
   return issued_++;
 }
 
 int64_t CopyEngine::run(std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back(Task{nullptr, nullptr, 0, nullptr, std::move(task)});
+  queue_.push_back(Task{std::move(task), 0, nullptr});
   issued_cv_.notify_one();
   return issued_++;
 }
@@ -54,11 +59,11 @@ void CopyEngine::loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    if (task.other) {
-      task.other();
+    if (!task.done) {
+      task.work();
     } else {
       const auto start = Clock::now();
-      std::memcpy(task.dst, task.src, task.bytes);
+      task.work();
       // A link of B bytes per second moves these bytes in bytes / B seconds:
       // the copy completes no earlier, however fast memcpy was.
       if (link_bytes_per_second_ > 0) {

@@ -2,7 +2,9 @@
 // device arena and the host pool in the order they were issued (a copy
 // stream), optionally no faster than a link of a given bandwidth, so that the
 // overlap of copies with compute can be studied on a machine without a
-// device. Events are tickets: the n-th task issued completes n-th.
+// device. Events are tickets: the n-th task issued completes n-th. The
+// executor's communication thread is another engine, whose transfers are the
+// collectives of data parallelism paced by the network's bandwidth.
 #pragma once
 
 #include <chrono>
@@ -30,6 +32,11 @@ class CopyEngine {
   // took (link limit included). Returns its event.
   int64_t copy(void* dst, const void* src, size_t bytes,
                std::function<void(Clock::time_point, double)> done);
+  // Issues `work`, which moves `bytes` bytes over the link (a collective):
+  // it completes no earlier than bytes / bandwidth after it started; then
+  // `done` runs as for a copy.
+  int64_t transfer(size_t bytes, std::function<void()> work,
+                   std::function<void(Clock::time_point, double)> done);
   // Issues a task that moves no bytes over the link (poisoning a range that
   // an earlier copy still reads); it runs after every task issued before it.
   int64_t run(std::function<void()> task);
@@ -41,11 +48,9 @@ class CopyEngine {
 
  private:
   struct Task {
-    void* dst = nullptr;
-    const void* src = nullptr;
-    size_t bytes = 0;
-    std::function<void(Clock::time_point, double)> done;  // copies
-    std::function<void()> other;       // other tasks
+    std::function<void()> work;
+    size_t bytes = 0;  // over the link
+    std::function<void(Clock::time_point, double)> done;  // copies and transfers
   };
   void loop();
 

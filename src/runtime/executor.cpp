@@ -114,7 +114,16 @@ void Executable::set_up(bool poison) {
   // swap_wait waits for the to_host that made its input 1. Copy nodes reading
   // copy outputs need no event: the copy stream runs in issue order.
   waits_for_.resize(scheduled.num_nodes());
+  comm_waits_for_.resize(scheduled.num_nodes());
+  bool has_comm = false;
   for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
+    has_comm = has_comm || op_info(scheduled.nodes()[n].op).comm;
+    for (ValueId v : scheduled.nodes()[n].inputs) {
+      const NodeId producer = scheduled.value(v).producer;
+      if (producer.valid() && op_info(scheduled.node(producer).op).comm) {
+        comm_waits_for_[n].push_back(producer.index);
+      }
+    }
     const Node& node = scheduled.nodes()[n];
     std::vector<ValueId> awaited;
     if (node.op == OpKind::swap_wait) {
@@ -135,6 +144,7 @@ void Executable::set_up(bool poison) {
   if (has_copy_nodes(scheduled)) {
     copies_ = std::make_unique<CopyEngine>(options_.link_gbps * 1e9);
   }
+  if (has_comm) comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
   if (poison) {
     // On another executable's arena, the state band is theirs too: left as it is.
     const bool shared = arena_.use_count() > 1;
@@ -231,6 +241,9 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
 
 Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) {
   MEMFIT_CHECK(state_loaded_);
+  if (comms_ && !options_.comm) {
+    return Status::error("this step sums gradients over ranks and needs a communicator");
+  }
   using Clock = std::chrono::steady_clock;
   const Graph& g = graph_;
   const Clock::time_point step_start = Clock::now();
@@ -260,12 +273,16 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   StepResult result;
   last_step_.data_in = Span{0, since_start(Clock::now())};
   result.io_seconds = last_step_.data_in.end;
-  std::vector<int64_t> event(g.num_nodes(), -1);  // the copy task of each copy node
+  std::vector<int64_t> event(g.num_nodes(), -1);  // the task of each copy or comm node
+  Status comm_status;  // the first collective's error; written on the communication thread
   std::vector<void*> inputs, outputs;
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.nodes()[n];
     for (int32_t copy : waits_for_[n]) {
       result.copy_wait_seconds += copies_->wait(event[static_cast<size_t>(copy)]);
+    }
+    for (int32_t comm : comm_waits_for_[n]) {
+      result.comm_wait_seconds += comms_->wait(event[static_cast<size_t>(comm)]);
     }
     inputs.clear();
     outputs.clear();
@@ -290,6 +307,7 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       const Clock::time_point end = Clock::now();
       node_seconds_[n] += std::chrono::duration<double>(end - start).count();
       last_step_.nodes[n] = Span{since_start(start), since_start(end)};
+      if (op_info(node.op).comm) event[n] = start_all_reduce(node, outputs[0], result, comm_status);
     }
     if (options_.poison) {
       if (copy) {
@@ -301,6 +319,10 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
     }
   }
   if (copies_) copies_->drain();
+  if (comms_) {
+    comms_->drain();
+    MEMFIT_RETURN_IF_ERROR(comm_status);
+  }
   const Clock::time_point outputs_start = Clock::now();
 
   result.high_water_bytes = high_water;
@@ -326,7 +348,26 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   totals_.seconds += result.seconds;
   totals_.io_seconds += result.io_seconds;
   totals_.copy_wait_seconds += result.copy_wait_seconds;
+  totals_.comm_seconds += result.comm_seconds;
+  totals_.comm_wait_seconds += result.comm_wait_seconds;
   return result;
+}
+
+int64_t Executable::start_all_reduce(const Node& node, void* bucket, StepResult& result,
+                                     Status& status) {
+  const auto& attrs = std::get<BucketAttrs>(node.attrs);
+  auto* data = static_cast<float*>(bucket);
+  const auto count = static_cast<size_t>(attrs.offsets.back());
+  Communicator* comm = options_.comm;
+  // Runs on the communication thread; `result` and `status` are read after drain().
+  return comms_->transfer(
+      static_cast<size_t>(all_reduce_wire_bytes(attrs)),
+      [comm, data, count, &status] {
+        if (!status.is_ok()) return;  // a rank failed: later sums would not match
+        Status summed = comm->all_reduce_sum(data, count);
+        if (!summed.is_ok()) status = std::move(summed);
+      },
+      [&result](CopyEngine::Clock::time_point, double seconds) { result.comm_seconds += seconds; });
 }
 
 }  // namespace memfit

@@ -12,6 +12,12 @@
 // only after that copy completed; a range freed at a copy node is poisoned on
 // the copy stream, after the copy that reads it; the step ends when every
 // copy has completed.
+//
+// Data parallelism: after the kernel of an all_reduce_start node (which packs
+// a bucket of gradients), the sum of the bucket over the ranks is issued to
+// a second engine, the communication thread, which calls the step's
+// Communicator in issue order; readers of the bucket (its all_reduce_wait)
+// wait for that event. The step ends when every collective has completed.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memfit/dist.h"
 #include "memory/planner.h"
 #include "runtime/copy_engine.h"
 #include "runtime/kernel.h"
@@ -51,6 +58,11 @@ struct StepResult {
   // Seconds the compute stream waited for copies (swap-ins not yet back,
   // swap-outs not yet complete): the part of the copies that compute did not hide.
   double copy_wait_seconds = 0;
+  // Seconds the collectives took on the communication thread (network pacing
+  // included), and the part of them the compute stream waited for: the
+  // communication the backward pass did not hide.
+  double comm_seconds = 0;
+  double comm_wait_seconds = 0;
   // The step's wall-clock seconds, and the part of them spent copying the
   // feeds into the arena at its start and, at its end, the outputs out and
   // the updates not written in place over their state.
@@ -79,6 +91,8 @@ struct RunTotals {
   double seconds = 0;             // wall-clock seconds of the runs
   double io_seconds = 0;  // of which copying feeds in, outputs and updates out
   double copy_wait_seconds = 0;   // of which compute waited for the copy stream
+  double comm_seconds = 0;        // collectives on the communication thread
+  double comm_wait_seconds = 0;   // of which compute waited for
 };
 
 struct ExecOptions {
@@ -87,6 +101,10 @@ struct ExecOptions {
   size_t budget = 0;     // the largest arena allowed; 0: no limit
   double link_gbps = 0;  // the copy engine's bandwidth in GB/s (1e9 bytes/s); 0: unlimited
   StateBand band = {};   // persistent inputs at fixed offsets (planner.h); empty: none
+  // The ranks that all_reduce_start nodes sum over (not owned; must outlive
+  // the executable); null: a graph with such nodes does not run.
+  Communicator* comm = nullptr;
+  double comm_gbps = 0;  // the network's bandwidth per rank in GB/s; 0: unlimited
 };
 
 class Executable {
@@ -163,6 +181,10 @@ class Executable {
     return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
   }
   void poison(const Slice& slice) const;
+  // Issues the sum of a packed bucket (`bucket`, the output of all_reduce_start
+  // `node`) over the ranks; returns its event. Its seconds go to `result`, its
+  // error, if any, to `status`.
+  int64_t start_all_reduce(const Node& node, void* bucket, StepResult& result, Status& status);
   // allocate()'s work after the arena: dead slices, events, the host pool,
   // the copy engine, poison mode.
   void set_up(bool poison);
@@ -180,10 +202,12 @@ class Executable {
   size_t arena_capacity_ = 0;
   std::unique_ptr<std::byte[], ArenaDelete> host_;  // the host pool, apart from the arena
   std::unique_ptr<CopyEngine> copies_;               // null when the graph has no copy node
+  std::unique_ptr<CopyEngine> comms_;                // null when it has no all_reduce_start
   bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
-  // Per node: the copy nodes whose events it waits for before it runs.
-  std::vector<std::vector<int32_t>> waits_for_;
+  // Per node: the copy nodes and the communication nodes whose events it
+  // waits for before it runs.
+  std::vector<std::vector<int32_t>> waits_for_, comm_waits_for_;
 };
 
 }  // namespace memfit

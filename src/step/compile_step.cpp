@@ -39,12 +39,12 @@ Model fused_model(Model model) {
 
 Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
-                               bool fuse) {
+                               bool fuse, int64_t ranks) {
   MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(options, true));
   if (fuse) model = fused_model(std::move(model));
   Graph& g = model.graph;
   MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,
-                                                       1.0f / static_cast<float>(accumulate)));
+                                                       1.0f / static_cast<float>(accumulate * ranks)));
   MEMFIT_RETURN_IF_ERROR(append_optimizer(g, model.params, grads, optimizer, mode));
   Graph pruned = remove_dead_nodes(g);
   MEMFIT_RETURN_IF_ERROR(verify_graph(pruned));
@@ -103,7 +103,8 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   // A step graph in `mode`, its gradient sums fused and its layouts assigned.
   const auto laid_out = [&](UpdateMode mode, Model* model, LayoutSummary* layouts) -> Result<Graph> {
     MEMFIT_ASSIGN_OR_RETURN(Graph built, build_step_graph(spec.model, spec.accumulate,
-                                                          spec.optimizer, mode, model, spec.fuse));
+                                                          spec.optimizer, mode, model, spec.fuse,
+                                                          spec.ranks));
     if (spec.fuse) built = fuse_gradient_sums(built);
     if (spec.blocked_layouts) return assign_layouts(built, *step.backend, layouts);
     return built;
@@ -135,9 +136,22 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
                               spec.link_gbps, step.seconds, spec.milp_seconds};
   MEMFIT_ASSIGN_OR_RETURN(step.rewritten,
                           rewrite_step_graph(std::move(graph), t, spec.tflms, context));
-  const ExecOptions exec{t.share, false, 0, spec.link_gbps, band};
-  MEMFIT_ASSIGN_OR_RETURN(step.apply,
-                          Executable::prepare(std::move(step.rewritten.graph), *step.backend, exec));
+  if (build.comm && build.comm->size() != spec.ranks) {
+    return Status::error("the step is planned for " + std::to_string(spec.ranks) +
+                         " ranks but runs on " + std::to_string(build.comm->size()));
+  }
+  ExecOptions exec{t.share, false, 0, spec.link_gbps, band};
+  ExecOptions apply_exec = exec;
+  if (spec.ranks > 1) {
+    const auto bucket_bytes = static_cast<size_t>(spec.bucket_mb * 1e6);
+    MEMFIT_ASSIGN_OR_RETURN(step.rewritten.graph,
+                            insert_all_reduce(std::move(step.rewritten.graph), spec.ranks,
+                                              bucket_bytes, &step.all_reduce));
+    apply_exec.comm = build.comm;
+    apply_exec.comm_gbps = spec.comm_gbps;
+  }
+  MEMFIT_ASSIGN_OR_RETURN(step.apply, Executable::prepare(std::move(step.rewritten.graph),
+                                                          *step.backend, apply_exec));
   if (build.accumulate_only && spec.accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
                             rewrite_step_graph(std::move(acc), t, spec.tflms, context));

@@ -12,7 +12,10 @@
 // 4. Predicted node times, by the spec's cost model.
 // 5. Rewrite the step by its techniques under the budget: auto, or the
 //    recompute strategy and then the swap policy (src/passes).
-// 6. Prepare the executable: kernels, sizes, schedule and memory plan, no
+// 6. With ranks > 1, sum the gradients over the ranks (insert_all_reduce) in
+//    the step that applies the update; micro-batches that only accumulate
+//    do not communicate.
+// 7. Prepare the executable: kernels, sizes, schedule and memory plan, no
 //    arena allocated and no budget check (check_step_budget says why a plan
 //    does not fit). Training allocates it (Executable::allocate).
 // With `accumulate_only` (training with accumulate > 1), the micro-batches
@@ -27,6 +30,7 @@
 #include "autodiff/autodiff.h"
 #include "memfit/step.h"
 #include "passes/assign_layouts.h"
+#include "passes/all_reduce.h"
 #include "passes/auto_policy.h"
 #include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
@@ -38,6 +42,9 @@ namespace memfit {
 // What compile_step builds besides the graph that applies the update.
 struct StepBuild {
   bool accumulate_only = false;  // also the graph of the micro-batches that only accumulate
+  // The ranks the step's gradients are summed over (not owned; its size must
+  // be the spec's ranks); null: the step is planned, not run, or has one rank.
+  Communicator* comm = nullptr;
 };
 
 // A step graph after its techniques, with what each did.
@@ -59,6 +66,7 @@ struct CompiledStep {
   std::vector<std::pair<std::string, Shape>> persistent;
   LayoutSummary layouts;    // what assign_layouts did to the step that applies the update
   RewrittenStep rewritten;  // the summaries of the step that applies the update (graph moved)
+  AllReduceSummary all_reduce;  // its buckets (ranks > 1)
   NodeSeconds seconds;      // the cost model's node times
   double forward_seconds = 0;  // the forward nodes' predicted seconds before any rewrite
   std::unique_ptr<Executable> apply;            // prepared: applies the update
@@ -72,9 +80,10 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
 
 // One step graph as step 3 builds it, in `mode`; `model_out` (may be null)
 // receives the model. `fuse`: the forward ops fused first (fuse_forward_ops).
+// The loss is scaled by 1 / (accumulate * ranks).
 Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
-                               bool fuse = false);
+                               bool fuse = false, int64_t ranks = 1);
 
 // The node times of `model`'s predictions for `step`: roofline, or measured
 // on `backend` (MeasuredCosts, 3 runs of each distinct node).

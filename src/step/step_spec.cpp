@@ -94,6 +94,13 @@ Status check_step_spec(const StepSpec& spec) {
   if (spec.link_gbps < 0 || std::isnan(spec.link_gbps)) {
     return Status::error("--link-gbps must not be negative (0: unlimited)");
   }
+  if (spec.ranks < 1) return Status::error("--ranks must be at least 1");
+  if (!(spec.bucket_mb >= 0) || spec.bucket_mb > 1e6) {
+    return Status::error("--bucket-mb must be between 0 (a bucket per gradient) and 1e6");
+  }
+  if (spec.comm_gbps < 0 || std::isnan(spec.comm_gbps)) {
+    return Status::error("--comm-gbps must not be negative (0: unlimited)");
+  }
   MEMFIT_RETURN_IF_ERROR(check_tflms_options(spec.tflms));
   return resolve_techniques(spec).status();
 }

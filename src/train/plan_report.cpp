@@ -108,8 +108,17 @@ PlanReport plan_report(const CompiledStep& step) {
   report.trigger_fallbacks = swap.trigger_fallbacks;
   // Compute nodes take the cost model's seconds; copies take bytes over the
   // link on their own stream.
-  report.predicted_step_seconds = predicted_step_seconds(
-      g, predicted_node_seconds(g, step_machine(step.seconds, step.spec.link_gbps)));
+  // Sums over the ranks take their wire bytes over the network on a third.
+  const CommPrediction predicted = predict_comm(
+      g, predicted_node_seconds(g, step_machine(step.seconds, step.spec.link_gbps)),
+      step.spec.comm_gbps * 1e9);
+  report.predicted_step_seconds = predicted.step_seconds;
+  report.ranks = step.spec.ranks;
+  report.buckets = step.all_reduce.buckets;
+  report.reduced_bytes = step.all_reduce.bytes;
+  report.largest_bucket_bytes = step.all_reduce.largest_bucket;
+  report.predicted_comm_seconds = predicted.comm_seconds;
+  report.predicted_exposed_comm_seconds = predicted.exposed_seconds;
   // Without clones the difference is only rounding (the schedule may sum in another order).
   report.predicted_recompute_seconds =
       summary.recomputed_nodes == 0

@@ -343,6 +343,18 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   out += format("  %-20s %12.6f s  (%s cost model)\n", "predicted step",
                 report.predicted_step_seconds, std::string(name_of(t.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
+  if (report.ranks > 1) {
+    out += format("  %-20s %12lld (one rank's step; --batch is per rank)\n", "data parallel ranks",
+                  static_cast<long long>(report.ranks));
+    out += format("  %-20s %12zu of at least %g MB, the largest %s; %s summed\n", "gradient buckets",
+                  report.buckets, spec.bucket_mb, human_bytes(report.largest_bucket_bytes).c_str(),
+                  human_bytes(report.reduced_bytes).c_str());
+    out += format("  %-20s %12.6f s  (%s; of it %.6f s not hidden by the backward pass)\n",
+                  "predicted all-reduce", report.predicted_comm_seconds,
+                  spec.comm_gbps > 0 ? format("--comm-gbps %g", spec.comm_gbps).c_str()
+                                     : "network unlimited, predicted as 10 GB/s",
+                  report.predicted_exposed_comm_seconds);
+  }
   return out;
 }
 
@@ -400,6 +412,12 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += "  \"cost_model\": " + json_string(name_of(t.cost)) + ",\n";
   out += format("  \"predicted_step_seconds\": %.9g,\n  \"predicted_recompute_seconds\": %.9g,\n",
                 report.predicted_step_seconds, report.predicted_recompute_seconds);
+  out += format("  \"ranks\": %lld,\n  \"bucket_mb\": %g,\n  \"comm_gbps\": %g,\n",
+                static_cast<long long>(report.ranks), spec.bucket_mb, spec.comm_gbps);
+  out += format("  \"buckets\": %zu,\n  \"reduced_bytes\": %zu,\n  \"largest_bucket_bytes\": %zu,\n",
+                report.buckets, report.reduced_bytes, report.largest_bucket_bytes);
+  out += format("  \"predicted_comm_seconds\": %.9g,\n  \"predicted_exposed_comm_seconds\": %.9g,\n",
+                report.predicted_comm_seconds, report.predicted_exposed_comm_seconds);
   out += "  \"timeline\": [";
   separator = "\n";
   for (const TimelinePoint& point : report.timeline) {

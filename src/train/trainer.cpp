@@ -40,8 +40,10 @@ float schedule_scale(Schedule schedule, int64_t step, int64_t total) {
 }
 
 // The settings of this run that a checkpoint's position depends on.
+// The batch is the examples of one micro-batch over all ranks.
 RunSettings run_settings(const TrainOptions& options, const DataSource& data) {
-  return RunSettings{options.step.model.batch, options.step.accumulate, data.train_count(),
+  return RunSettings{options.step.model.batch * options.step.ranks, options.step.accumulate,
+                     data.train_count(),
                      options.epochs, static_cast<int64_t>(options.schedule), options.seed};
 }
 
@@ -60,14 +62,15 @@ Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCo
 }
 
 // The fraction of the test set's label elements (images, tokens or voxels)
-// whose class the model predicts.
-Result<double> evaluate(TrainingProgram& program, const DataSource& data) {
+// whose class the model predicts. The ranks take turns at the batches and
+// sum their counts.
+Result<double> evaluate(TrainingProgram& program, const DataSource& data, Communicator& comm) {
   const int64_t batch = program.eval_batch();
   const int64_t batches = data.test_count() / batch;
   Batch inputs = Batch::for_model(program.eval_model());
   std::vector<int64_t> examples(static_cast<size_t>(batch));
   int64_t correct = 0, total = 0;
-  for (int64_t b = 0; b < batches; ++b) {
+  for (int64_t b = comm.rank(); b < batches; b += comm.size()) {
     for (int64_t i = 0; i < batch; ++i) examples[static_cast<size_t>(i)] = b * batch + i;
     MEMFIT_RETURN_IF_ERROR(data.fill(true, examples, inputs));
     MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(inputs.feeds()));
@@ -79,7 +82,56 @@ Result<double> evaluate(TrainingProgram& program, const DataSource& data) {
     for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
     total += static_cast<int64_t>(labels.size());
   }
-  return static_cast<double>(correct) / static_cast<double>(total);
+  double counts[2] = {static_cast<double>(correct), static_cast<double>(total)};
+  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_sum(counts, 2));
+  return counts[0] / counts[1];
+}
+
+// Whether any rank says yes.
+Result<bool> any_rank(Communicator& comm, bool yes) {
+  double flag = yes ? 1 : 0;
+  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&flag, 1));
+  return flag > 0;
+}
+
+// FNV-1a over the bytes of every persistent value, in checkpoint order.
+uint64_t state_hash(const TrainingProgram& program) {
+  StateStore state;
+  program.store_state(state);
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, shape] : program.state_shapes()) {
+    const std::vector<float>& data = state[name];
+    const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+    for (size_t i = 0; i < data.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+// An error on every rank unless every rank's state hashes as rank 0's.
+Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_t step) {
+  const uint64_t mine = state_hash(program);
+  uint64_t first = mine;
+  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
+  double differing = mine != first ? comm.rank() : -1;
+  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&differing, 1));
+  if (differing < 0) return Status::ok();
+  return Status::error(format("the state of rank %.0f differs from rank 0's after optimizer step %lld "
+                              "(--check-replicas)",
+                              differing, static_cast<long long>(step)));
+}
+
+// Rank 0's state and position, on every rank.
+Status share_rank0_state(Communicator& comm, const TrainingProgram& program, StateStore& state,
+                         StepCounters& counters, int64_t& first_epoch) {
+  int64_t position[3] = {counters.micro_step, counters.optimizer_step, first_epoch};
+  MEMFIT_RETURN_IF_ERROR(comm.broadcast(position, sizeof position, 0));
+  counters = StepCounters{position[0], position[1]};
+  first_epoch = position[2];
+  for (const auto& [name, shape] : program.state_shapes()) {
+    std::vector<float>& data = state[name];
+    MEMFIT_RETURN_IF_ERROR(comm.broadcast(data.data(), data.size() * sizeof(float), 0));
+  }
+  return Status::ok();
 }
 
 Status check_options(const TrainOptions& o) {
@@ -115,7 +167,7 @@ Status check_fits_fashion_mnist(const ModelOptions& options) {
 Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
                                               const TrainingProgram& program) {
   if (options.synthetic) {
-    const int64_t per_step = options.step.model.batch * options.step.accumulate;
+    const int64_t per_step = options.step.model.batch * options.step.ranks * options.step.accumulate;
     const int64_t train_count = options.limit > 0 ? options.limit : std::max<int64_t>(1024, per_step);
     const int64_t eval_batch = program.eval_batch();
     const int64_t test_count = std::max<int64_t>(1, 256 / eval_batch) * eval_batch;
@@ -144,19 +196,40 @@ Result<int64_t> eval_batch_of(const TrainOptions& options) {
 
 }  // namespace
 
-Result<TrainReport> train(const TrainOptions& options,
-                          const std::function<void(const std::string&)>& log) {
+Result<TrainReport> train(const TrainOptions& given,
+                          const std::function<void(const std::string&)>& log_line) {
+  TrainOptions options = given;
+  std::unique_ptr<Communicator> alone;
+  if (options.comm == nullptr) {
+    alone = make_local_communicator();
+    options.comm = alone.get();
+  }
+  Communicator& comm = *options.comm;
+  const int rank = comm.rank();
+  const int64_t ranks = comm.size();
+  if (options.step.ranks == 1) options.step.ranks = ranks;
+  if (options.step.ranks != ranks) {
+    return Status::error(format("the step is set for %lld ranks, but the run has %lld",
+                                static_cast<long long>(options.step.ranks),
+                                static_cast<long long>(ranks)));
+  }
+  const auto log = [&](const std::string& line) {
+    if (rank == 0) log_line(line);
+  };
+  const int64_t batch = options.step.model.batch;  // this rank's rows of a micro-batch
   MEMFIT_RETURN_IF_ERROR(check_options(options));
   if (!options.synthetic) {
     MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.step.model));
   }
   MEMFIT_ASSIGN_OR_RETURN(const int64_t eval_batch, eval_batch_of(options));
   MEMFIT_ASSIGN_OR_RETURN(auto program,
-                          TrainingProgram::create(options.step, eval_batch, options.poison));
+                          TrainingProgram::create(options.step, eval_batch, options.poison,
+                                                  ranks > 1 ? &comm : nullptr));
   const Techniques& t = program->techniques();
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
-  if (options.step.model.batch * options.step.accumulate > data->train_count()) {
-    return Status::error("--batch times --accumulate exceeds the " +
+  if (batch * ranks * options.step.accumulate > data->train_count()) {
+    return Status::error(std::string("--batch times --accumulate") +
+                         (ranks > 1 ? " times the ranks" : "") + " exceeds the " +
                          std::to_string(data->train_count()) + " training examples");
   }
   log(format("data: %s, %lld training and %lld test examples", data->description().c_str(),
@@ -165,6 +238,14 @@ Result<TrainReport> train(const TrainOptions& options,
     log(format("evaluation: batches of %lld test examples, not %lld: the largest whose plan fits "
                "--budget",
                static_cast<long long>(program->eval_batch()), static_cast<long long>(eval_batch)));
+  }
+  if (ranks > 1) {
+    const AllReduceSummary& sums = program->all_reduce_summary();
+    log(format("data parallel: %lld ranks (%s), %lld examples per micro-batch (%lld per rank); "
+               "gradients summed in %zu buckets (%zu bytes, the largest %zu) of --bucket-mb %g",
+               static_cast<long long>(ranks), comm.kind(), static_cast<long long>(batch * ranks),
+               static_cast<long long>(batch), sums.buckets, sums.bytes, sums.largest_bucket,
+               options.step.bucket_mb));
   }
   log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
@@ -208,17 +289,30 @@ Result<TrainReport> train(const TrainOptions& options,
   program->init_state(state, options.seed);
   StepCounters counters;
   int64_t first_epoch = 0;
+  // Rank 0 reads the checkpoint; every rank then starts from rank 0's state.
   if (!options.resume_path.empty()) {
-    MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
-    MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.step.model.name, program->state_shapes()));
-    if (Status same = check_same_run(ck, run_settings(options, *data)); !same.is_ok()) {
-      return Status::error("checkpoint " + options.resume_path + ": " + same.message());
+    Status resumed = Status::ok();
+    if (rank == 0) {
+      resumed = [&]() -> Status {
+        MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
+        MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.step.model.name, program->state_shapes()));
+        if (Status same = check_same_run(ck, run_settings(options, *data)); !same.is_ok()) {
+          return Status::error("checkpoint " + options.resume_path + ": " + same.message());
+        }
+        for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
+        counters = StepCounters{ck.micro_step, ck.optimizer_step};
+        first_epoch = ck.epoch;
+        log(format("resumed from %s after epoch %lld (step %lld)", options.resume_path.c_str(),
+                   static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
+        return Status::ok();
+      }();
     }
-    for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
-    counters = StepCounters{ck.micro_step, ck.optimizer_step};
-    first_epoch = ck.epoch;
-    log(format("resumed from %s after epoch %lld (step %lld)", options.resume_path.c_str(),
-               static_cast<long long>(ck.epoch), static_cast<long long>(ck.optimizer_step)));
+    MEMFIT_ASSIGN_OR_RETURN(const bool failed, any_rank(comm, !resumed.is_ok()));
+    if (!resumed.is_ok()) return resumed;
+    if (failed) return Status::error("rank 0 could not resume from " + options.resume_path);
+  }
+  if (ranks > 1) {
+    MEMFIT_RETURN_IF_ERROR(share_rank0_state(comm, *program, state, counters, first_epoch));
   }
   const int64_t last_epoch =
       options.stop_after > 0 ? std::min(options.stop_after, options.epochs) : options.epochs;
@@ -234,7 +328,7 @@ Result<TrainReport> train(const TrainOptions& options,
   state = StateStore();  // the arena holds it from here on
 
   MEMFIT_ASSIGN_OR_RETURN(BatchSampler sampler,
-                          BatchSampler::create(data->train_count(), options.step.model.batch, options.seed));
+                          BatchSampler::create(data->train_count(), batch * ranks, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
   const int64_t micro_batches = sampler.batches_per_epoch() / options.step.accumulate * options.step.accumulate;
   const int64_t total_steps = options.epochs * micro_batches / options.step.accumulate;
@@ -247,6 +341,10 @@ Result<TrainReport> train(const TrainOptions& options,
                                 static_cast<long long>(first_epoch + 1)));
   }
   Batch inputs = Batch::for_model(program->model());
+  // Each rank draws its own dropout masks (rank 0 those of one process with
+  // this seed): with one seed for all, row k of every rank would share a mask.
+  const uint64_t dropout_seed =
+      rank == 0 ? options.seed : options.seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank));
   TrainReport report;
   double train_seconds = 0;
   int64_t examples = 0;
@@ -262,11 +360,16 @@ Result<TrainReport> train(const TrainOptions& options,
     int64_t b = begin;
     for (; b < micro_batches && !stop; ++b) {
       const auto examples = std::span<const int64_t>(permutation).subspan(
-          static_cast<size_t>(b * options.step.model.batch), static_cast<size_t>(options.step.model.batch));
+          static_cast<size_t>((b * ranks + rank) * batch), static_cast<size_t>(batch));
       MEMFIT_RETURN_IF_ERROR(data->fill(false, examples, inputs));
       const float lr_scale = schedule_scale(options.schedule, counters.optimizer_step, total_steps);
-      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(inputs.feeds(), options.seed,
+      MEMFIT_ASSIGN_OR_RETURN(float loss, program->micro_step(inputs.feeds(), dropout_seed,
                                                               lr_scale, counters));
+      if (ranks > 1) {  // the mean over the micro-batch's rows on every rank
+        double sum = loss;
+        MEMFIT_RETURN_IF_ERROR(comm.all_reduce_sum(&sum, 1));
+        loss = static_cast<float>(sum / static_cast<double>(ranks));
+      }
       if (!std::isfinite(loss)) {
         return Status::error(format(
             "the loss is %s at epoch %lld, micro-batch %lld (optimizer step %lld): training "
@@ -279,6 +382,9 @@ Result<TrainReport> train(const TrainOptions& options,
       window_loss += loss;
       ++window_batches;
       const bool step_done = counters.micro_step % options.step.accumulate == 0;
+      if (step_done && options.check_replicas && ranks > 1) {
+        MEMFIT_RETURN_IF_ERROR(check_replicas(*program, comm, counters.optimizer_step));
+      }
       // The first step pays for first touches of the arena: the profile leaves it out.
       if (step_done && !first_step_done) {
         program->reset_step_times();
@@ -289,20 +395,22 @@ Result<TrainReport> train(const TrainOptions& options,
         const double seconds = std::chrono::duration<double>(now - window_start).count();
         log(format("epoch %lld step %lld loss %.4f %.0f examples/s", static_cast<long long>(epoch + 1),
                    static_cast<long long>(counters.optimizer_step), window_loss / window_batches,
-                   static_cast<double>(window_batches * options.step.model.batch) / seconds));
+                   static_cast<double>(window_batches * batch * ranks) / seconds));
         window_start = now;
         window_loss = 0;
         window_batches = 0;
       }
-      stop = step_done && b + 1 < micro_batches && options.stop_requested && options.stop_requested();
+      if (step_done && b + 1 < micro_batches && options.stop_requested) {
+        MEMFIT_ASSIGN_OR_RETURN(stop, any_rank(comm, options.stop_requested()));
+      }
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    examples += (b - begin) * options.step.model.batch;
+    examples += (b - begin) * batch * ranks;
     if (stop) {
       report.stopped = true;
       log(format("stopped at epoch %lld, optimizer step %lld, as asked", static_cast<long long>(epoch + 1),
                  static_cast<long long>(counters.optimizer_step)));
-      if (!options.save_path.empty()) {
+      if (!options.save_path.empty() && rank == 0) {
         MEMFIT_RETURN_IF_ERROR(save_checkpoint(
             options.save_path, make_checkpoint(options.step.model.name, epoch, counters,
                                                run_settings(options, *data), *program)));
@@ -310,17 +418,21 @@ Result<TrainReport> train(const TrainOptions& options,
       }
       break;
     }
-    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, *data));
+    MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, *data, comm));
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
                100.0 * accuracy, static_cast<long long>(data->test_count())));
-    if (!options.save_path.empty()) {
+    if (!options.save_path.empty() && rank == 0) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint(
           options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters,
                                              run_settings(options, *data), *program)));
       log("saved " + options.save_path);
     }
-    if (epoch + 1 < last_epoch && options.stop_requested && options.stop_requested()) {
+    bool asked = false;
+    if (epoch + 1 < last_epoch && options.stop_requested) {
+      MEMFIT_ASSIGN_OR_RETURN(asked, any_rank(comm, options.stop_requested()));
+    }
+    if (asked) {
       report.stopped = true;
       log(format("stopped after epoch %lld, as asked", static_cast<long long>(epoch + 1)));
       break;
@@ -334,7 +446,7 @@ Result<TrainReport> train(const TrainOptions& options,
       log(format_profile(profile_runs(step)));
     }
   }
-  if (!options.trace_path.empty()) {
+  if (!options.trace_path.empty() && rank == 0) {
     MEMFIT_RETURN_IF_ERROR(write_chrome_trace(program->step_executable(), options.trace_path));
     log("trace of the last step written to " + options.trace_path);
   }

@@ -22,9 +22,11 @@ uint64_t name_hash(const std::string& name) {
 }  // namespace
 
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec& spec,
-                                                                 int64_t eval_batch, bool poison) {
+                                                                 int64_t eval_batch, bool poison,
+                                                                 Communicator* comm) {
   auto program = std::unique_ptr<TrainingProgram>(new TrainingProgram());
-  MEMFIT_ASSIGN_OR_RETURN(program->step_, compile_step(spec, StepBuild{.accumulate_only = true}));
+  MEMFIT_ASSIGN_OR_RETURN(program->step_,
+                          compile_step(spec, StepBuild{.accumulate_only = true, .comm = comm}));
   MEMFIT_RETURN_IF_ERROR(check_step_budget(program->step_));
   CompiledStep& step = program->step_;
   program->batch_ = spec.model.batch;

@@ -26,9 +26,11 @@ class TrainingProgram {
   // the accumulators. The evaluation graph is the model at batch eval_batch,
   // or, when its plan is over the spec's budget, at the largest divisor of
   // eval_batch whose plan fits (eval_batch() says which).
-  // `poison`: poison mode (src/runtime/executor.h).
+  // `poison`: poison mode (src/runtime/executor.h). With spec.ranks > 1,
+  // `comm` (of that size; not owned) sums the gradients over the ranks.
   static Result<std::unique_ptr<TrainingProgram>> create(const StepSpec& spec, int64_t eval_batch,
-                                                         bool poison = false);
+                                                         bool poison = false,
+                                                         Communicator* comm = nullptr);
 
   // Parameters and model state from their Init (uniform draws keyed by the
   // seed and the value's name), optimizer state and accumulators at zero.
@@ -76,6 +78,8 @@ class TrainingProgram {
   const Graph& step_graph() const { return step_.apply->graph(); }
   // The executable that updates the parameters (per-node times, backends).
   const Executable& step_executable() const { return *step_.apply; }
+  // What the all-reduce pass did (ranks > 1).
+  const AllReduceSummary& all_reduce_summary() const { return step_.all_reduce; }
   // Forgets the step executables' times so far (profiles leave out the first step).
   void reset_step_times();
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "memfit/builder.h"
+#include "memfit/dist.h"
 #include "memfit/bytes.h"
 #include "memfit/plan.h"
 #include "memfit/step.h"
@@ -261,7 +262,28 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
                   "threads of the cpu backend, whose oneDNN workspaces depend on them (plan with "
                   "the count train runs with; default: one per core)")
       ->check(kNonNegative);
+  cmd->add_option("--bucket-mb", spec.bucket_mb,
+                  "data parallel: gradients are summed over the ranks in buckets of this many MB "
+                  "(1e6 bytes), each started as soon as the backward pass completes it (0: one "
+                  "per gradient)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--comm-gbps", spec.comm_gbps,
+                  "data parallel: the network's bandwidth per rank in GB/s: the communication "
+                  "thread runs no faster, and plans predict with it (0: unlimited, predicted as "
+                  "10)")
+      ->check(kNonNegative);
   add_technique_flags(cmd, spec);
+}
+
+// --ranks, for plan and maxbatch: the data-parallel width to plan for.
+void add_ranks_flag(CLI::App* cmd, memfit::StepSpec& spec) {
+  cmd->add_option("--ranks", spec.ranks,
+                  "plan one rank of a data-parallel run of this many ranks (mpirun -np N memfit "
+                  "train): its step, gradient buckets and communication, without starting any "
+                  "process")
+      ->check(kPositive)
+      ->capture_default_str();
 }
 
 // --profile and --trace, for train and plan.
@@ -301,6 +323,9 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
       ->check(kPositive)
       ->capture_default_str();
+  cmd->add_flag("--check-replicas", train.check_replicas,
+                "data parallel: after every optimizer step, check that every rank's parameters "
+                "and optimizer state are bit-identical to rank 0's");
   add_profile_flags(cmd, train);
 }
 
@@ -330,6 +355,17 @@ void catch_stop_signals() {
 int run_train(memfit::TrainOptions options) {
   catch_stop_signals();
   options.stop_requested = [] { return stop_signal != 0; };
+  // Started by mpirun as one of several ranks: data parallel over MPI.
+  std::unique_ptr<memfit::Communicator> comm;
+  if (memfit::launched_by_mpi()) {
+    auto mpi = memfit::make_mpi_communicator();
+    if (!mpi) {
+      std::fprintf(stderr, "memfit train: %s\n", mpi.message().c_str());
+      return 1;
+    }
+    comm = std::move(mpi).value();
+    options.comm = comm.get();
+  }
   auto report = memfit::train(options, [](const std::string& line) {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -338,6 +374,7 @@ int run_train(memfit::TrainOptions options) {
     std::fprintf(stderr, "memfit train: %s\n", report.message().c_str());
     return 1;
   }
+  if (comm && comm->rank() != 0) return report->stopped ? 128 + stop_signal : 0;  // rank 0 reports
   if (report->stopped) {
     std::fprintf(stderr, "memfit train: stopped by %s%s\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT",
                  options.save_path.empty() ? "" : (", checkpoint " + options.save_path + " written").c_str());
@@ -471,6 +508,7 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--json", plan_output.json, "print the report as one JSON object");
   plan_cmd->add_option("--timeline", plan_output.timeline_path,
                        "write the live bytes over the step as an SVG image to this file");
+  add_ranks_flag(plan_cmd, plan.step);
   add_profile_flags(plan_cmd, plan_output.profile);
   plan_cmd->get_option("--profile")->excludes("--json");
   plan_cmd->get_option("--trace")->excludes("--json");
@@ -484,6 +522,7 @@ int main(int argc, char** argv) {
   add_step_flags(max_cmd, max_request.step);
   max_cmd->get_option("--model")->required();
   max_cmd->get_option("--budget")->required();
+  add_ranks_flag(max_cmd, max_request.step);
   memfit::Capacity max_vary = memfit::Capacity::batch;
   add_choice(max_cmd, "--vary", max_vary,
              {{"batch", memfit::Capacity::batch}, {"seq-len", memfit::Capacity::seq_len}},

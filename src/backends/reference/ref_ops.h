@@ -105,6 +105,8 @@ void ref_fill(const RefCall& call);
 // ref_swap.cpp
 void ref_copy(const RefCall& call);       // to_host, to_device, reorder (plain to plain)
 void ref_swap_wait(const RefCall& call);  // nothing to compute: the executor waits
+void ref_bucket_pack(const RefCall& call);    // all_reduce_start: gradients into the bucket
+void ref_bucket_unpack(const RefCall& call);  // all_reduce_wait: the bucket into gradients
 
 // ref_optimizer.cpp
 void ref_sgd_update(const RefCall& call);

@@ -166,6 +166,10 @@ RefKernelFn reference_kernel(OpKind op) {
       return &ref_copy;
     case OpKind::swap_wait:
       return &ref_swap_wait;
+    case OpKind::all_reduce_start:
+      return &ref_bucket_pack;
+    case OpKind::all_reduce_wait:
+      return &ref_bucket_unpack;
   }
   MEMFIT_CHECK(false);  // an OpKind outside the list
   return nullptr;
@@ -202,8 +206,10 @@ class ReferenceBackend final : public Backend {
 
   Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId id) const override {
     const Node& node = graph.node(id);
-    // Copy ops move bytes in any layout (the executor's copy engine runs them).
-    if (!op_info(node.op).copy) {
+    // Copy ops and the all-reduce's buckets move bytes in any layout.
+    const bool moves_bytes = op_info(node.op).copy || node.op == OpKind::all_reduce_start ||
+                             node.op == OpKind::all_reduce_wait;
+    if (!moves_bytes) {
       for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
         for (ValueId v : *values) {
           if (graph.value(v).layout == Layout::plain) continue;

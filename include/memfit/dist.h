@@ -1,0 +1,62 @@
+// Communicators: how the ranks of a data-parallel run exchange gradients,
+// losses and counts (DESIGN.md, Distributed). One process is one rank; the
+// ranks of a run form one group, numbered 0 .. size-1. Implementations:
+// local (one rank: every collective is the identity), threads (N ranks as N
+// threads of one process, for tests) and MPI (one rank per process, started
+// by mpirun, on one machine or many).
+//
+// Collectives are called by every rank of the group in the same order, with
+// the same counts; each blocks until its result is complete on this rank.
+// Sums are bit-identical on every rank (a sum computed once per element and
+// shared, or computed in the same order everywhere), so replicas that apply
+// the same update stay bit-identical.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "memfit/status.h"
+
+namespace memfit {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "local", "threads" or "mpi".
+  virtual const char* kind() const = 0;
+
+  // data[i] = the sum over ranks of data[i], in place.
+  virtual Status all_reduce_sum(float* data, size_t count) = 0;
+  virtual Status all_reduce_sum(double* data, size_t count) = 0;
+  // data[i] = the largest over ranks of data[i], in place.
+  virtual Status all_reduce_max(double* data, size_t count) = 0;
+  // The `bytes` bytes at data on rank `root` copied to data on every rank.
+  virtual Status broadcast(void* data, size_t bytes, int root) = 0;
+  // Returns when every rank has called it.
+  virtual Status barrier() = 0;
+};
+
+// One rank alone.
+std::unique_ptr<Communicator> make_local_communicator();
+
+// `size` ranks as threads of this process: element r of the result is rank
+// r's communicator, to be used by one thread each. Sums are computed in rank
+// order, once per element.
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int size);
+
+// Whether this build has MPI, and whether this process was started by an MPI
+// launcher (mpirun, mpiexec) as one of several ranks.
+bool mpi_available();
+bool launched_by_mpi();
+
+// The MPI world (MPI_Init_thread with MPI_THREAD_SERIALIZED: collectives may
+// run on a communication thread, one at a time). One per process; MPI is
+// finalized when it is destroyed. Errors: a build without MPI, an MPI that
+// cannot start.
+Result<std::unique_ptr<Communicator>> make_mpi_communicator();
+
+}  // namespace memfit

@@ -1,0 +1,63 @@
+// The one-rank communicator, and what the environment says about MPI.
+#include <cstdlib>
+#include <string>
+
+#include "memfit/dist.h"
+
+namespace memfit {
+namespace {
+
+// Alone, the sum, the largest value and the broadcast of a rank's data are
+// that data, and there is nobody to wait for.
+class LocalCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const char* kind() const override { return "local"; }
+  Status all_reduce_sum(float*, size_t) override { return Status::ok(); }
+  Status all_reduce_sum(double*, size_t) override { return Status::ok(); }
+  Status all_reduce_max(double*, size_t) override { return Status::ok(); }
+  Status broadcast(void*, size_t, int root) override {
+    if (root != 0)
+      return Status::error("broadcast from rank " + std::to_string(root) + " of a group of 1");
+    return Status::ok();
+  }
+  Status barrier() override { return Status::ok(); }
+};
+
+// The value of an environment variable read as a rank count; 0 if unset or
+// not a number.
+long env_count(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return 0;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' ? value : 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_local_communicator() {
+  return std::make_unique<LocalCommunicator>();
+}
+
+bool mpi_available() {
+#ifdef MEMFIT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+// Open MPI's mpirun sets OMPI_COMM_WORLD_SIZE; MPICH's Hydra and other PMI
+// launchers (srun among them) set PMI_SIZE or PMIX_SIZE. A launch with one
+// rank is no different from running alone.
+bool launched_by_mpi() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    long size = env_count(name);
+    if (size > 0) return size > 1;
+  }
+  return false;
+}
+
+}  // namespace memfit

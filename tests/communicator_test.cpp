@@ -1,0 +1,289 @@
+// The communicators of include/memfit/dist.h that run in one process: local
+// (every collective the identity) and threads (N ranks as N threads), whose
+// sums must equal the sum taken in rank order, with the same bits on every
+// rank, however the threads interleave.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memfit/dist.h"
+
+namespace memfit {
+namespace {
+
+// Runs body(communicator) on one thread per rank and waits for them all.
+void run_ranks(std::vector<std::unique_ptr<Communicator>>& ranks,
+               const std::function<void(Communicator&)>& body) {
+  std::vector<std::thread> threads;
+  for (auto& communicator : ranks) threads.emplace_back(body, std::ref(*communicator));
+  for (std::thread& thread : threads) thread.join();
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Rank r's data for the sum tests: large values that cancel (1e8, 1, -1e8
+// by rank, so a float sum depends on the order) mixed with random ones of
+// many magnitudes.
+template <class T>
+std::vector<T> rank_data(int rank, size_t count) {
+  std::mt19937 generator(1234 + rank);
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  const T pattern[] = {T(1e8), T(1), T(-1e8), T(0.1)};
+  std::vector<T> data(count);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] = i % 2 == 0 ? pattern[(static_cast<size_t>(rank) + i / 2) % 4]
+                         : static_cast<T>(std::ldexp(mantissa(generator), exponent(generator)));
+  }
+  return data;
+}
+
+// The sum over ranks taken in rank order, as the threads communicator promises.
+template <class T>
+std::vector<T> rank_order_sum(int size, size_t count) {
+  std::vector<T> sum = rank_data<T>(0, count);
+  for (int rank = 1; rank < size; ++rank) {
+    std::vector<T> data = rank_data<T>(rank, count);
+    for (size_t i = 0; i < count; ++i) sum[i] += data[i];
+  }
+  return sum;
+}
+
+TEST(LocalCommunicator, EveryCollectiveIsTheIdentity) {
+  auto local = make_local_communicator();
+  EXPECT_EQ(local->rank(), 0);
+  EXPECT_EQ(local->size(), 1);
+  EXPECT_STREQ(local->kind(), "local");
+  std::vector<float> floats = {1.5f, -2.0f, 1e30f};
+  std::vector<double> doubles = {3.25, -1e300, 0.0};
+  const std::vector<float> floats_before = floats;
+  const std::vector<double> doubles_before = doubles;
+  EXPECT_TRUE(local->all_reduce_sum(floats.data(), floats.size()).is_ok());
+  EXPECT_TRUE(local->all_reduce_sum(doubles.data(), doubles.size()).is_ok());
+  EXPECT_TRUE(local->all_reduce_max(doubles.data(), doubles.size()).is_ok());
+  EXPECT_TRUE(local->broadcast(floats.data(), floats.size() * sizeof(float), 0).is_ok());
+  EXPECT_TRUE(local->barrier().is_ok());
+  EXPECT_TRUE(same_bits(floats, floats_before));
+  EXPECT_TRUE(same_bits(doubles, doubles_before));
+  EXPECT_FALSE(local->broadcast(floats.data(), 4, 1).is_ok());
+}
+
+// Sets an environment variable for one scope, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old != nullptr) old_ = old;
+    had_ = old != nullptr;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST(LaunchedByMpi, ReadsTheLaunchersRankCount) {
+  ScopedEnv ompi("OMPI_COMM_WORLD_SIZE", nullptr);
+  ScopedEnv pmi("PMI_SIZE", nullptr);
+  ScopedEnv pmix("PMIX_SIZE", nullptr);
+  EXPECT_FALSE(launched_by_mpi());
+  {
+    ScopedEnv two("PMI_SIZE", "2");
+    EXPECT_TRUE(launched_by_mpi());
+  }
+  {
+    ScopedEnv one("OMPI_COMM_WORLD_SIZE", "1");
+    ScopedEnv many("PMIX_SIZE", "4");
+    EXPECT_FALSE(launched_by_mpi()) << "Open MPI's own count comes first";
+  }
+  ScopedEnv three("OMPI_COMM_WORLD_SIZE", "3");
+  EXPECT_TRUE(launched_by_mpi());
+}
+
+class ThreadCommunicators : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadCommunicators, KnowTheirPlace) {
+  auto ranks = make_thread_communicators(GetParam());
+  ASSERT_EQ(static_cast<int>(ranks.size()), GetParam());
+  for (int rank = 0; rank < GetParam(); ++rank) {
+    EXPECT_EQ(ranks[rank]->rank(), rank);
+    EXPECT_EQ(ranks[rank]->size(), GetParam());
+    EXPECT_STREQ(ranks[rank]->kind(), "threads");
+  }
+}
+
+// Every rank ends with exactly the rank-order sum, float and double.
+TEST_P(ThreadCommunicators, SumIsTheRankOrderSumOnEveryRank) {
+  const int size = GetParam();
+  const size_t count = 10007;
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<float>> floats(size);
+  std::vector<std::vector<double>> doubles(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    floats[rank] = rank_data<float>(rank, count);
+    doubles[rank] = rank_data<double>(rank, count);
+    Status status = comm.all_reduce_sum(floats[rank].data(), count);
+    if (status) status = comm.all_reduce_sum(doubles[rank].data(), count);
+    errors[rank] = status.message();
+  });
+  const std::vector<float> expected_floats = rank_order_sum<float>(size, count);
+  const std::vector<double> expected_doubles = rank_order_sum<double>(size, count);
+  if (size >= 3) {
+    // The data is such that another order gives other bits.
+    std::vector<float> reversed = rank_data<float>(size - 1, count);
+    for (int rank = size - 2; rank >= 0; --rank) {
+      std::vector<float> data = rank_data<float>(rank, count);
+      for (size_t i = 0; i < count; ++i) reversed[i] += data[i];
+    }
+    EXPECT_FALSE(same_bits(reversed, expected_floats));
+  }
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    EXPECT_TRUE(same_bits(floats[rank], expected_floats)) << "rank " << rank;
+    EXPECT_TRUE(same_bits(doubles[rank], expected_doubles)) << "rank " << rank;
+  }
+}
+
+TEST_P(ThreadCommunicators, BroadcastFromTheLastRank) {
+  const int size = GetParam();
+  const int root = size - 1;
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<uint8_t>> data(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    data[rank].assign(1001, 0);
+    for (size_t i = 0; i < data[rank].size(); ++i)
+      data[rank][i] = static_cast<uint8_t>(i * 7 + rank);
+    errors[rank] = comm.broadcast(data[rank].data(), data[rank].size(), root).message();
+  });
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    for (size_t i = 0; i < data[rank].size(); ++i) {
+      ASSERT_EQ(data[rank][i], static_cast<uint8_t>(i * 7 + root))
+          << "rank " << rank << " byte " << i;
+    }
+  }
+}
+
+TEST_P(ThreadCommunicators, MaxIsTheLargestOnEveryRank) {
+  const int size = GetParam();
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<double>> data(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    // Element i is largest on rank i % size; element 3 is -inf everywhere.
+    data[rank] = {static_cast<double>(rank), -static_cast<double>(rank), rank == 1 ? 1e300 : -1.0,
+                  -std::numeric_limits<double>::infinity()};
+    errors[rank] = comm.all_reduce_max(data[rank].data(), data[rank].size()).message();
+  });
+  const std::vector<double> expected = {static_cast<double>(size - 1), 0.0, size > 1 ? 1e300 : -1.0,
+                                        -std::numeric_limits<double>::infinity()};
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    EXPECT_EQ(data[rank], expected) << "rank " << rank;
+  }
+}
+
+// Many collectives back to back, of every kind and of changing counts (0
+// among them), must neither deadlock nor mix one collective's data into the
+// next; a fast rank may already be waiting in the next one.
+TEST_P(ThreadCommunicators, ManyCollectivesInARow) {
+  const int size = GetParam();
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    auto fail = [&](const std::string& what) {
+      if (errors[rank].empty()) errors[rank] = what;
+    };
+    for (int round = 0; round < 300; ++round) {
+      const size_t count = static_cast<size_t>(round % 7 == 0 ? 0 : round % 13 + 1);
+      std::vector<double> sums(count, rank + round);
+      std::vector<float> floats(count, 1.0f);
+      std::vector<double> maxes(count, rank * 0.5);
+      int value = rank == round % size ? round : -1;
+      if (!comm.all_reduce_sum(sums.data(), count)) fail("sum");
+      if (!comm.all_reduce_sum(floats.data(), count)) fail("float sum");
+      if (!comm.all_reduce_max(maxes.data(), count)) fail("max");
+      if (!comm.broadcast(&value, sizeof value, round % size)) fail("broadcast");
+      if (round % 5 == 0 && !comm.barrier()) fail("barrier");
+      const double expected_sum = size * (size - 1) / 2.0 + size * round;
+      for (size_t i = 0; i < count; ++i) {
+        if (sums[i] != expected_sum) fail("round " + std::to_string(round) + ": wrong sum");
+        if (floats[i] != static_cast<float>(size))
+          fail("round " + std::to_string(round) + ": wrong float sum");
+        if (maxes[i] != (size - 1) * 0.5) fail("round " + std::to_string(round) + ": wrong max");
+      }
+      if (value != round) fail("round " + std::to_string(round) + ": wrong broadcast");
+    }
+  });
+  for (int rank = 0; rank < size; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ThreadCommunicators, ::testing::Values(1, 2, 3, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "ranks" + std::to_string(info.param);
+                         });
+
+// Ranks that call with different counts all get an error, and no rank's data changes.
+TEST(ThreadCommunicatorErrors, DifferentCountsFailOnEveryRank) {
+  auto ranks = make_thread_communicators(3);
+  std::vector<std::vector<double>> data(3);
+  std::vector<std::string> errors(3);
+  std::vector<std::string> barriers(3);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    data[rank].assign(rank == 2 ? 5 : 4, 1.0);
+    errors[rank] = comm.all_reduce_sum(data[rank].data(), data[rank].size()).message();
+    // The group stays usable after a failed collective.
+    barriers[rank] = comm.barrier().message();
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(errors[rank].find("count 4"), std::string::npos) << errors[rank];
+    EXPECT_NE(errors[rank].find("count 5"), std::string::npos) << errors[rank];
+    EXPECT_EQ(barriers[rank], "");
+    for (double value : data[rank]) EXPECT_EQ(value, 1.0);
+  }
+}
+
+TEST(MpiCommunicator, WithoutMpiTheErrorSaysWhatToInstall) {
+  if (mpi_available())
+    GTEST_SKIP() << "this build has MPI; tests/mpi_communicator_test.cpp covers it";
+  auto world = make_mpi_communicator();
+  ASSERT_FALSE(world.is_ok());
+  EXPECT_NE(world.message().find("libopenmpi-dev"), std::string::npos) << world.message();
+}
+
+}  // namespace
+}  // namespace memfit
