@@ -24,6 +24,12 @@ void expect_close(const std::vector<float>& expected, const std::vector<float>& 
   }
 }
 
+// all_reduce_start's sum over one rank: its outputs are its packed inputs.
+Communicator& one_rank() {
+  static const std::unique_ptr<Communicator> comm = make_local_communicator();
+  return *comm;
+}
+
 class OpBackendTest : public ::testing::TestWithParam<OpKind> {};
 
 TEST_P(OpBackendTest, CpuMatchesReference) {
@@ -40,8 +46,8 @@ TEST_P(OpBackendTest, CpuMatchesReference) {
     const Graph graph = testing::single_node_graph(op, examples[e]);
     const auto data = testing::example_inputs(examples[e], 99 + e);
     const StepContext step{7, 11, 2};
-    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true}).value();
-    auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true}).value();
+    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true, .comm = &one_rank()}).value();
+    auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true, .comm = &one_rank()}).value();
     const auto expected = testing::run_outputs(*ref_exe, data, step);
     const auto actual = testing::run_outputs(*cpu_exe, data, step);
     // Twice: kernels are compiled once and must give the same result again.
@@ -133,8 +139,8 @@ TEST_P(BlockedOpTest, CpuMatchesReference) {
     }
     const auto data = testing::example_inputs(examples[e], 31 + e);
     const StepContext step{7, 11, 2};
-    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true}).value();
-    auto cpu_exe = Executable::compile(blocked, *cpu, ExecOptions{.poison = true}).value();
+    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true, .comm = &one_rank()}).value();
+    auto cpu_exe = Executable::compile(blocked, *cpu, ExecOptions{.poison = true, .comm = &one_rank()}).value();
     const auto expected = testing::run_outputs(*ref_exe, data, step);
     const auto actual = testing::run_outputs(*cpu_exe, data, step);
     const auto again = testing::run_outputs(*cpu_exe, data, step);
@@ -160,8 +166,8 @@ TEST(BlockedBatchNorm, EqualsTheReferenceBitForBit) {
     for (const auto& [e, graph] : blocked) {
       const auto data = testing::example_inputs(examples[e], 77 + e);
       auto ref_exe =
-          Executable::compile(testing::single_node_graph(op, examples[e]), *reference, ExecOptions{.poison = true}).value();
-      auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true}).value();
+          Executable::compile(testing::single_node_graph(op, examples[e]), *reference, ExecOptions{.poison = true, .comm = &one_rank()}).value();
+      auto cpu_exe = Executable::compile(graph, *cpu, ExecOptions{.poison = true, .comm = &one_rank()}).value();
       const auto expected = testing::run_outputs(*ref_exe, data, StepContext{});
       const auto actual = testing::run_outputs(*cpu_exe, data, StepContext{});
       EXPECT_EQ(expected, actual) << op_name(op) << " example " << e;
@@ -204,7 +210,7 @@ TEST_P(OpBackendTest, InPlacePairsAreSafe) {
         }
         auto data = testing::example_inputs(examples[e], 5 + e);
         const StepContext step{3, 4, 1};
-        auto exe = Executable::compile(graph, *backend, ExecOptions{.poison = true}).value();
+        auto exe = Executable::compile(graph, *backend, ExecOptions{.poison = true, .comm = &one_rank()}).value();
         const auto expected = testing::run_outputs(*exe, data, step);
 
         auto kernel = backend->make_kernel(graph, NodeId(0)).value();

@@ -38,6 +38,11 @@ class Communicator {
   virtual Status broadcast(void* data, size_t bytes, int root) = 0;
   // Returns when every rank has called it.
   virtual Status barrier() = 0;
+  // Ends every process of the group with exit status `code`, at once: for a
+  // rank that failed while the others may wait for it in a collective. Only
+  // the MPI communicator ends anything; the others return (their ranks share
+  // one process, whose caller ends it).
+  virtual void abort(int code) = 0;
 };
 
 // One rank alone.

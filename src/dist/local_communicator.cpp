@@ -23,6 +23,7 @@ class LocalCommunicator final : public Communicator {
     return Status::ok();
   }
   Status barrier() override { return Status::ok(); }
+  void abort(int) override {}
 };
 
 // The value of an environment variable read as a rank count; 0 if unset or

@@ -60,6 +60,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* kind() const override { return "mpi"; }
+  void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
 
   Status all_reduce_sum(float* data, size_t count) override {
     return all_reduce(data, count, MPI_FLOAT, MPI_SUM, "all_reduce_sum(float)");

@@ -94,12 +94,14 @@ Result<bool> any_rank(Communicator& comm, bool yes) {
   return flag > 0;
 }
 
-// FNV-1a over the bytes of every persistent value, in checkpoint order.
+// FNV-1a over the bytes of the parameters and the optimizer state, in
+// checkpoint order (batch-norm running statistics are each rank's own).
 uint64_t state_hash(const TrainingProgram& program) {
   StateStore state;
   program.store_state(state);
   uint64_t h = 1469598103934665603ull;
   for (const auto& [name, shape] : program.state_shapes()) {
+    if (program.is_model_state(name)) continue;
     const std::vector<float>& data = state[name];
     const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
     for (size_t i = 0; i < data.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
@@ -115,9 +117,25 @@ Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_
   double differing = mine != first ? comm.rank() : -1;
   MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&differing, 1));
   if (differing < 0) return Status::ok();
-  return Status::error(format("the state of rank %.0f differs from rank 0's after optimizer step %lld "
-                              "(--check-replicas)",
+  return Status::error(format("the parameters or optimizer state of rank %.0f differ from rank 0's "
+                              "after optimizer step %lld (--check-replicas)",
                               differing, static_cast<long long>(step)));
+}
+
+// Rank 0's batch-norm running statistics, in every rank's arena: each rank
+// updates its own from its own rows while it trains (as DistributedDataParallel
+// without broadcast_buffers); evaluation and checkpoints use rank 0's.
+Status share_rank0_model_state(Communicator& comm, TrainingProgram& program) {
+  StateStore state;
+  program.store_state(state);
+  bool any = false;
+  for (const auto& [name, shape] : program.state_shapes()) {
+    if (!program.is_model_state(name)) continue;
+    std::vector<float>& data = state[name];
+    MEMFIT_RETURN_IF_ERROR(comm.broadcast(data.data(), data.size() * sizeof(float), 0));
+    any = true;
+  }
+  return any ? program.load_state(state) : Status::ok();
 }
 
 // Rank 0's state and position, on every rank.
@@ -418,6 +436,7 @@ Result<TrainReport> train(const TrainOptions& given,
       }
       break;
     }
+    if (ranks > 1) MEMFIT_RETURN_IF_ERROR(share_rank0_model_state(comm, *program));
     MEMFIT_ASSIGN_OR_RETURN(double accuracy, evaluate(*program, *data, comm));
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
@@ -436,6 +455,19 @@ Result<TrainReport> train(const TrainOptions& given,
       report.stopped = true;
       log(format("stopped after epoch %lld, as asked", static_cast<long long>(epoch + 1)));
       break;
+    }
+  }
+  if (ranks > 1) {
+    // Rank 0's measurement of the steps that updated the parameters, the
+    // first left out (as the profile).
+    const RunTotals& totals = program->step_executable().totals();
+    if (totals.runs > 0 && totals.comm_seconds > 0) {
+      const double runs = static_cast<double>(totals.runs);
+      log(format("all-reduce: %.6f s per step on the communication thread, %.6f s of it not "
+                 "hidden by the backward pass (%.1f%% hidden); step %.6f s",
+                 totals.comm_seconds / runs, totals.comm_wait_seconds / runs,
+                 100.0 * (1.0 - totals.comm_wait_seconds / totals.comm_seconds),
+                 totals.seconds / runs));
     }
   }
   if (options.profile) {

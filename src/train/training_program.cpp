@@ -99,6 +99,12 @@ void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
   }
 }
 
+bool TrainingProgram::is_model_state(const std::string& name) const {
+  const Graph& g = step_.apply->graph();
+  const ValueId v = g.find_value(name);
+  return v.valid() && g.value(v).role == Role::state;
+}
+
 Status TrainingProgram::load_state(const StateStore& state) {
   MEMFIT_RETURN_IF_ERROR(step_.apply->load_state(state));
   if (step_.accumulate_only) MEMFIT_RETURN_IF_ERROR(step_.accumulate_only->load_state(state));

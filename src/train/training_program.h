@@ -37,6 +37,9 @@ class TrainingProgram {
   void init_state(StateStore& state, uint64_t seed) const;
   // Every persistent value with its shape, in a fixed order (checkpoints).
   const std::vector<std::pair<std::string, Shape>>& state_shapes() const { return state_shapes_; }
+  // Whether persistent value `name` is model state that is not trained
+  // (batch-norm running statistics), rather than a parameter or optimizer state.
+  bool is_model_state(const std::string& name) const;
 
   // The state lives in the step's arena from one micro-batch to the next:
   // load_state copies it in (before the first micro-batch, or to replace it);

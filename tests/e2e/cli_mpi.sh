@@ -12,6 +12,7 @@
 # statistics, as DistributedDataParallel does, where one process normalizes
 # all 16 together: the runs compute different (equally valid) functions, so
 # only the losses' agreement (within 10%) and training's progress are checked.
+# Then a rank killed with SIGKILL must end the job, and its checkpoint resume.
 # Usage: cli_mpi.sh MEMFIT CHECKPOINT_DIFF MPIEXEC
 set -euo pipefail
 memfit="$1"
@@ -59,5 +60,38 @@ compare_losses resnet 0.1
 for log in "$dir/resnet.2.log" "$dir/resnet.1.log"; do
   losses "$log" | awk 'NR == 1 { first = $1 } END { exit !($1 < first) }'
 done
+
+# A rank killed with SIGKILL ends the whole job within a bounded time, with a
+# message naming the rank; the checkpoint of the last epoch is intact and
+# resumes with another number of ranks (one process at the same 16 examples
+# per micro-batch).
+common=(--model lenet --synthetic --limit 8000 --epochs 3 --schedule constant --threads 1
+  --log-every 50 --seed 7)
+"$mpiexec" -np 2 "$memfit" train --batch 8 --save "$dir/kill.ckpt" "${common[@]}" \
+  >"$dir/kill.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q "^saved" "$dir/kill.log" && break; sleep 0.2; done
+grep -q "^saved" "$dir/kill.log" || { cat "$dir/kill.log"; echo "no checkpoint written"; exit 1; }
+victim=""
+for pid in $(pgrep -f "train --batch 8 --save $dir/kill.ckpt"); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+    victim=$pid
+  fi
+done
+[ -n "$victim" ] || { echo "rank 1 not found"; exit 1; }
+killed_at=$(date +%s)
+kill -9 "$victim"
+status=0
+wait "$job" || status=$?
+took=$(($(date +%s) - killed_at))
+cat "$dir/kill.log"
+[ "$status" -ne 0 ]
+[ "$took" -le 30 ] || { echo "the job took $took s to end after a rank died"; exit 1; }
+grep -q "rank 1 .*signal 9" "$dir/kill.log"
+! pgrep -f "train --batch 8 --save $dir/kill.ckpt" >/dev/null || { echo "a rank is left running"; exit 1; }
+"$memfit" train --batch 16 --resume "$dir/kill.ckpt" "${common[@]}" >"$dir/resume.log" 2>&1 ||
+  { cat "$dir/resume.log"; exit 1; }
+grep -q "resumed from" "$dir/resume.log"
+grep -q "epoch 3 done" "$dir/resume.log"
 
 echo "data parallel over MPI: mlp and lenet match one process at twice the batch; resnet-cifar-20 trains"

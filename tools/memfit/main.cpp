@@ -372,6 +372,13 @@ int run_train(memfit::TrainOptions options) {
   });
   if (!report) {
     std::fprintf(stderr, "memfit train: %s\n", report.message().c_str());
+    // The other ranks may be waiting for this one in a collective: end them all.
+    if (comm) {
+      std::fprintf(stderr, "memfit train: rank %d of %d failed; ending every rank\n", comm->rank(),
+                   comm->size());
+      std::fflush(stderr);
+      comm->abort(1);
+    }
     return 1;
   }
   if (comm && comm->rank() != 0) return report->stopped ? 128 + stop_signal : 0;  // rank 0 reports
