@@ -1,9 +1,10 @@
 // The communicators of include/memfit/dist.h that run in one process: local
 // (every collective the identity) and threads (N ranks as N threads), whose
-// sums must equal the sum taken in rank order, with the same bits on every
-// rank, however the threads interleave.
+// sums (all-reduce and reduce-scatter) must equal the sum taken in rank
+// order, with the same bits on every rank, however the threads interleave.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -74,6 +75,10 @@ TEST(LocalCommunicator, EveryCollectiveIsTheIdentity) {
   EXPECT_TRUE(local->all_reduce_sum(doubles.data(), doubles.size()).is_ok());
   EXPECT_TRUE(local->all_reduce_max(doubles.data(), doubles.size()).is_ok());
   EXPECT_TRUE(local->broadcast(floats.data(), floats.size() * sizeof(float), 0).is_ok());
+  EXPECT_TRUE(local->reduce_scatter_sum(floats.data(), floats.size()).is_ok());
+  EXPECT_TRUE(local->all_gather(floats.data(), floats.size()).is_ok());
+  EXPECT_TRUE(local->reduce_scatter_sum(nullptr, 0).is_ok());
+  EXPECT_TRUE(local->all_gather(nullptr, 0).is_ok());
   EXPECT_TRUE(local->barrier().is_ok());
   EXPECT_TRUE(same_bits(floats, floats_before));
   EXPECT_TRUE(same_bits(doubles, doubles_before));
@@ -173,6 +178,124 @@ TEST_P(ThreadCommunicators, SumIsTheRankOrderSumOnEveryRank) {
   }
 }
 
+// Each rank r brings size blocks of `count` floats; afterwards its first
+// block is exactly the rank-order sum of every rank's block r.
+TEST_P(ThreadCommunicators, ReduceScatterIsTheRankOrderSumOfTheOwnBlock) {
+  const int size = GetParam();
+  const size_t count = 1001;
+  const size_t total = static_cast<size_t>(size) * count;
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<float>> data(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    data[rank] = rank_data<float>(rank, total);
+    errors[rank] = comm.reduce_scatter_sum(data[rank].data(), count).message();
+  });
+  // Block r of the rank-order sum of the whole buffers, taken sequentially.
+  const std::vector<float> in_order = rank_order_sum<float>(size, total);
+  if (size >= 3) {
+    // The data is such that another order gives other bits.
+    std::vector<float> reversed = rank_data<float>(size - 1, total);
+    for (int rank = size - 2; rank >= 0; --rank) {
+      std::vector<float> other = rank_data<float>(rank, total);
+      for (size_t i = 0; i < total; ++i) reversed[i] += other[i];
+    }
+    EXPECT_FALSE(same_bits(reversed, in_order));
+  }
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    const std::vector<float> expected(in_order.begin() + rank * count,
+                                      in_order.begin() + (rank + 1) * count);
+    const std::vector<float> result(data[rank].begin(), data[rank].begin() + count);
+    EXPECT_TRUE(same_bits(result, expected)) << "rank " << rank;
+  }
+}
+
+// Every rank brings only its own block (the others hold NaN) and ends with
+// every rank's block, bit for bit.
+TEST_P(ThreadCommunicators, AllGatherGivesEveryRankEveryBlock) {
+  const int size = GetParam();
+  const size_t count = 1001;
+  const size_t total = static_cast<size_t>(size) * count;
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<float>> data(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    const std::vector<float> own = rank_data<float>(rank, total);
+    data[rank].assign(total, std::numeric_limits<float>::quiet_NaN());
+    std::copy(own.begin() + rank * count, own.begin() + (rank + 1) * count,
+              data[rank].begin() + rank * count);
+    errors[rank] = comm.all_gather(data[rank].data(), count).message();
+  });
+  std::vector<float> expected(total);
+  for (int rank = 0; rank < size; ++rank) {
+    const std::vector<float> own = rank_data<float>(rank, total);
+    std::copy(own.begin() + rank * count, own.begin() + (rank + 1) * count,
+              expected.begin() + rank * count);
+  }
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    EXPECT_TRUE(same_bits(data[rank], expected)) << "rank " << rank;
+  }
+}
+
+// ZeRO's pair: a reduce-scatter, each rank's result moved to its own block,
+// and an all-gather leave every rank with the rank-order all-reduce, the
+// same bits as all_reduce_sum gives.
+TEST_P(ThreadCommunicators, ReduceScatterThenAllGatherIsTheAllReduce) {
+  const int size = GetParam();
+  const size_t count = 777;
+  const size_t total = static_cast<size_t>(size) * count;
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<float>> zero(size);
+  std::vector<std::vector<float>> reduced(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    zero[rank] = rank_data<float>(rank, total);
+    reduced[rank] = zero[rank];
+    Status status = comm.reduce_scatter_sum(zero[rank].data(), count);
+    if (status) {
+      std::copy(zero[rank].begin(), zero[rank].begin() + count, zero[rank].begin() + rank * count);
+      status = comm.all_gather(zero[rank].data(), count);
+    }
+    if (status) status = comm.all_reduce_sum(reduced[rank].data(), total);
+    errors[rank] = status.message();
+  });
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    EXPECT_TRUE(same_bits(zero[rank], reduced[rank])) << "rank " << rank;
+    EXPECT_TRUE(same_bits(zero[rank], zero[0])) << "rank " << rank;
+  }
+}
+
+// A count of 0: nothing to sum or copy, on empty buffers too, and the group
+// goes on.
+TEST_P(ThreadCommunicators, ZeroCountsWork) {
+  const int size = GetParam();
+  auto ranks = make_thread_communicators(size);
+  std::vector<std::vector<float>> data(size);
+  std::vector<std::string> errors(size);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    std::vector<float> empty;
+    data[rank] = {1.5f, static_cast<float>(rank)};
+    Status status = comm.reduce_scatter_sum(empty.data(), 0);
+    if (status) status = comm.all_gather(empty.data(), 0);
+    if (status) status = comm.all_gather(data[rank].data(), 0);
+    if (status) status = comm.reduce_scatter_sum(data[rank].data(), 0);
+    if (status) status = comm.barrier();
+    errors[rank] = status.message();
+  });
+  for (int rank = 0; rank < size; ++rank) {
+    EXPECT_EQ(errors[rank], "") << "rank " << rank;
+    // A gather of empty blocks copies nothing.
+    EXPECT_EQ(data[rank], (std::vector<float>{1.5f, static_cast<float>(rank)}));
+  }
+}
+
 TEST_P(ThreadCommunicators, BroadcastFromTheLastRank) {
   const int size = GetParam();
   const int root = size - 1;
@@ -229,12 +352,24 @@ TEST_P(ThreadCommunicators, ManyCollectivesInARow) {
     };
     for (int round = 0; round < 300; ++round) {
       const size_t count = static_cast<size_t>(round % 7 == 0 ? 0 : round % 13 + 1);
+      const size_t blocks = static_cast<size_t>(size) * count;
       std::vector<double> sums(count, rank + round);
       std::vector<float> floats(count, 1.0f);
       std::vector<double> maxes(count, rank * 0.5);
+      // Element i of block b is (rank + 1) * (b + 1) + i here, so block
+      // `rank`'s sum is (rank + 1) * size * (size + 1) / 2 + size * i.
+      std::vector<float> scattered(blocks);
+      for (size_t i = 0; i < blocks; ++i)
+        scattered[i] = static_cast<float>((rank + 1) * (i / count + 1) + i % count);
+      // Only this rank's block is set; the others hold -1.
+      std::vector<float> gathered(blocks, -1.0f);
+      for (size_t i = 0; i < count; ++i)
+        gathered[rank * count + i] = static_cast<float>(rank * 1000 + round + i);
       int value = rank == round % size ? round : -1;
       if (!comm.all_reduce_sum(sums.data(), count)) fail("sum");
+      if (!comm.reduce_scatter_sum(scattered.data(), count)) fail("reduce_scatter_sum");
       if (!comm.all_reduce_sum(floats.data(), count)) fail("float sum");
+      if (!comm.all_gather(gathered.data(), count)) fail("all_gather");
       if (!comm.all_reduce_max(maxes.data(), count)) fail("max");
       if (!comm.broadcast(&value, sizeof value, round % size)) fail("broadcast");
       if (round % 5 == 0 && !comm.barrier()) fail("barrier");
@@ -244,6 +379,12 @@ TEST_P(ThreadCommunicators, ManyCollectivesInARow) {
         if (floats[i] != static_cast<float>(size))
           fail("round " + std::to_string(round) + ": wrong float sum");
         if (maxes[i] != (size - 1) * 0.5) fail("round " + std::to_string(round) + ": wrong max");
+        if (scattered[i] != static_cast<float>((rank + 1) * size * (size + 1) / 2 + size * i))
+          fail("round " + std::to_string(round) + ": wrong reduce-scatter");
+      }
+      for (size_t i = 0; i < blocks; ++i) {
+        if (gathered[i] != static_cast<float>(i / count * 1000 + round + i % count))
+          fail("round " + std::to_string(round) + ": wrong all-gather");
       }
       if (value != round) fail("round " + std::to_string(round) + ": wrong broadcast");
     }
@@ -274,6 +415,36 @@ TEST(ThreadCommunicatorErrors, DifferentCountsFailOnEveryRank) {
     EXPECT_NE(errors[rank].find("count 5"), std::string::npos) << errors[rank];
     EXPECT_EQ(barriers[rank], "");
     for (double value : data[rank]) EXPECT_EQ(value, 1.0);
+  }
+}
+
+// A rank that calls another collective, or the same one with another block
+// count, gets an error on every rank; buffers keep their values.
+TEST(ThreadCommunicatorErrors, MismatchedBlockCollectivesFailOnEveryRank) {
+  auto ranks = make_thread_communicators(3);
+  std::vector<std::vector<float>> data(3);
+  std::vector<std::string> other_call(3);
+  std::vector<std::string> other_count(3);
+  std::vector<std::string> after(3);
+  run_ranks(ranks, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    data[rank].assign(3 * 5, static_cast<float>(rank));
+    other_call[rank] = (rank == 1 ? comm.all_gather(data[rank].data(), 4)
+                                  : comm.reduce_scatter_sum(data[rank].data(), 4))
+                           .message();
+    other_count[rank] = comm.all_gather(data[rank].data(), rank == 2 ? 5 : 4).message();
+    // The group stays usable after a failed collective.
+    after[rank] = comm.barrier().message();
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(other_call[rank].find("rank 0 called reduce_scatter_sum"), std::string::npos)
+        << other_call[rank];
+    EXPECT_NE(other_call[rank].find("rank 1 called all_gather"), std::string::npos)
+        << other_call[rank];
+    EXPECT_NE(other_count[rank].find("count 4"), std::string::npos) << other_count[rank];
+    EXPECT_NE(other_count[rank].find("count 5"), std::string::npos) << other_count[rank];
+    EXPECT_EQ(after[rank], "");
+    for (float value : data[rank]) EXPECT_EQ(value, static_cast<float>(rank));
   }
 }
 

@@ -217,7 +217,7 @@ void check_case(const OpCase& c) {
     EXPECT_EQ(first->results[o], again->results[o]) << out << ": a rerun differs";
   }
 
-  for (const InplacePair& pair : op_info(c.op).inplace) {
+  for (const InplacePair& pair : inplace_pairs(node)) {
     // A pair names an input or output that this node may not have (sgd
     // without momentum has no velocity).
     if (static_cast<size_t>(pair.input) >= node.inputs.size() ||

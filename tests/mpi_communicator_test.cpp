@@ -5,9 +5,12 @@
 // ranks by broadcasting rank 0's. A rank never leaves a test early after a
 // wrong value, since the others would wait for it in the next collective;
 // it records the failure and goes on. Buffers above INT_MAX elements, which go
-// in pieces, are too large to test here.
+// in pieces (or, for an all-gather's blocks, as a derived datatype), are too
+// large to test here; a reduce-scatter's refusal of such blocks is tested.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -56,17 +59,20 @@ bool same_on_every_rank(const std::vector<T>& data) {
 }
 
 // The sum over ranks in any order is within (size - 1) * eps * sum |x| of the
-// exact sum, so two orders differ by at most twice that.
+// exact sum, so two orders differ by at most twice that. `sum` is of the
+// elements offset .. offset + sum.size() of rank_data(rank, data_count), by
+// default all of it.
 template <class T>
-void expect_sum_of_rank_data(const std::vector<T>& sum) {
+void expect_sum_of_rank_data(const std::vector<T>& sum, size_t offset = 0, size_t data_count = 0) {
   const size_t count = sum.size();
+  if (data_count == 0) data_count = count;
   std::vector<T> in_order(count, T(0));
   std::vector<double> magnitude(count, 0.0);
   for (int rank = 0; rank < world->size(); ++rank) {
-    std::vector<T> data = rank_data<T>(rank, count);
+    std::vector<T> data = rank_data<T>(rank, data_count);
     for (size_t i = 0; i < count; ++i) {
-      in_order[i] += data[i];
-      magnitude[i] += std::abs(static_cast<double>(data[i]));
+      in_order[i] += data[offset + i];
+      magnitude[i] += std::abs(static_cast<double>(data[offset + i]));
     }
   }
   const double eps = std::numeric_limits<T>::epsilon();
@@ -103,6 +109,80 @@ TEST(MpiCommunicator, SumsAreRightAndTheSameOnEveryRank) {
   }
 }
 
+// Each rank brings size blocks; its first block becomes the sum of every
+// rank's block `rank` (MPI_IN_PLACE puts it there). Counts as for the sums,
+// and 0.
+TEST(MpiCommunicator, ReduceScatterSumsTheOwnBlock) {
+  const size_t size = static_cast<size_t>(world->size());
+  const size_t rank = static_cast<size_t>(world->rank());
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{2} << 20}) {
+    std::vector<float> data = rank_data<float>(world->rank(), size * count);
+    ASSERT_TRUE(world->reduce_scatter_sum(data.data(), count).is_ok()) << count;
+    const std::vector<float> block(data.begin(), data.begin() + count);
+    expect_sum_of_rank_data(block, rank * count, size * count);
+  }
+}
+
+// Every rank brings its own block (the others NaN) and ends with every
+// rank's, the same bits on every rank.
+TEST(MpiCommunicator, AllGatherGivesEveryRankEveryBlock) {
+  const size_t size = static_cast<size_t>(world->size());
+  const size_t rank = static_cast<size_t>(world->rank());
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, size_t{2} << 20}) {
+    const size_t total = size * count;
+    std::vector<float> data(total, std::numeric_limits<float>::quiet_NaN());
+    {
+      const std::vector<float> own = rank_data<float>(world->rank(), total);
+      std::copy(own.begin() + rank * count, own.begin() + (rank + 1) * count,
+                data.begin() + rank * count);
+    }
+    ASSERT_TRUE(world->all_gather(data.data(), count).is_ok()) << count;
+    size_t wrong = 0;
+    for (size_t r = 0; r < size; ++r) {
+      const std::vector<float> theirs = rank_data<float>(static_cast<int>(r), total);
+      wrong += std::memcmp(data.data() + r * count, theirs.data() + r * count,
+                           count * sizeof(float)) != 0;
+    }
+    EXPECT_EQ(wrong, 0u) << "blocks of " << count << " floats";
+    EXPECT_TRUE(same_on_every_rank(data)) << count << " floats a block";
+  }
+}
+
+// ZeRO's pair: reduce-scatter, the result moved to the rank's own block,
+// all-gather. Every rank ends with the sum of the whole buffers, the same
+// bits everywhere, and the same bits again when repeated.
+TEST(MpiCommunicator, ReduceScatterThenAllGatherIsAnAllReduce) {
+  const size_t size = static_cast<size_t>(world->size());
+  const size_t rank = static_cast<size_t>(world->rank());
+  const size_t count = (size_t{1} << 18) + 3;
+  std::vector<float> first;
+  for (int turn = 0; turn < 2; ++turn) {
+    std::vector<float> data = rank_data<float>(world->rank(), size * count);
+    ASSERT_TRUE(world->reduce_scatter_sum(data.data(), count).is_ok());
+    std::copy(data.begin(), data.begin() + count, data.begin() + rank * count);
+    ASSERT_TRUE(world->all_gather(data.data(), count).is_ok());
+    expect_sum_of_rank_data(data);
+    EXPECT_TRUE(same_on_every_rank(data));
+    if (turn == 0) {
+      first = data;
+    } else {
+      EXPECT_EQ(std::memcmp(first.data(), data.data(), data.size() * sizeof(float)), 0)
+          << "a repeated reduce-scatter gave other bits";
+    }
+  }
+}
+
+// A block above INT_MAX floats cannot go to MPI_Reduce_scatter_block: every
+// rank refuses it alike before touching the buffer (none is allocated here).
+TEST(MpiCommunicator, ReduceScatterRefusesBlocksAboveIntMax) {
+  const Status status = world->reduce_scatter_sum(nullptr, size_t{INT_MAX} + 1);
+  ASSERT_FALSE(status.is_ok());
+  EXPECT_NE(status.message().find("INT_MAX"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("split"), std::string::npos) << status.message();
+  // Nobody waits in a collective: the group goes on.
+  ASSERT_TRUE(world->barrier().is_ok());
+}
+
 TEST(MpiCommunicator, BroadcastFromTheLastRank) {
   const int root = world->size() - 1;
   for (size_t bytes : {size_t{0}, size_t{1001}, size_t{4} << 20}) {
@@ -135,11 +215,23 @@ TEST(MpiCommunicator, ManyCollectivesInARow) {
   };
   for (int round = 0; round < 200; ++round) {
     const size_t count = static_cast<size_t>(round % 7 == 0 ? 0 : round % 13 + 1);
+    const size_t blocks = static_cast<size_t>(size) * count;
     std::vector<double> sums(count, rank + round);
     std::vector<double> maxes(count, rank * 0.5);
+    // Element i of block b is (rank + 1) * (b + 1) + i here, so block
+    // `rank`'s sum is (rank + 1) * size * (size + 1) / 2 + size * i, exactly.
+    std::vector<float> scattered(blocks);
+    for (size_t i = 0; i < blocks; ++i)
+      scattered[i] = static_cast<float>((rank + 1) * (i / count + 1) + i % count);
+    // Only this rank's block is set; the others hold -1.
+    std::vector<float> gathered(blocks, -1.0f);
+    for (size_t i = 0; i < count; ++i)
+      gathered[rank * count + i] = static_cast<float>(rank * 1000 + round + i);
     int value = rank == round % size ? round : -1;
     ASSERT_TRUE(world->all_reduce_sum(sums.data(), count).is_ok());
+    ASSERT_TRUE(world->reduce_scatter_sum(scattered.data(), count).is_ok());
     ASSERT_TRUE(world->all_reduce_max(maxes.data(), count).is_ok());
+    ASSERT_TRUE(world->all_gather(gathered.data(), count).is_ok());
     ASSERT_TRUE(world->broadcast(&value, sizeof value, round % size).is_ok());
     if (round % 5 == 0) {
       ASSERT_TRUE(world->barrier().is_ok());
@@ -147,6 +239,12 @@ TEST(MpiCommunicator, ManyCollectivesInARow) {
     for (size_t i = 0; i < count; ++i) {
       if (sums[i] != size * (size - 1) / 2.0 + size * round) fail(round, "wrong sum");
       if (maxes[i] != (size - 1) * 0.5) fail(round, "wrong max");
+      if (scattered[i] != static_cast<float>((rank + 1) * size * (size + 1) / 2 + size * i))
+        fail(round, "wrong reduce-scatter");
+    }
+    for (size_t i = 0; i < blocks; ++i) {
+      if (gathered[i] != static_cast<float>(i / count * 1000 + round + i % count))
+        fail(round, "wrong all-gather");
     }
     if (value != round) fail(round, "wrong broadcast");
   }

@@ -201,7 +201,7 @@ TEST_P(OpBackendTest, InPlacePairsAreSafe) {
       const Graph graph = testing::single_node_graph(op, examples[e]);
       const Node& node = graph.nodes()[0];
       if (!backend->supports(graph, node)) continue;
-      for (const InplacePair& pair : info.inplace) {
+      for (const InplacePair& pair : inplace_pairs(node)) {
         const auto in_index = static_cast<size_t>(pair.input);
         const auto out_index = static_cast<size_t>(pair.output);
         if (in_index >= node.inputs.size() || out_index >= node.outputs.size() ||

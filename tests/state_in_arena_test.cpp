@@ -73,12 +73,12 @@ std::pair<std::vector<float>, StateStore> run_micro_batches(const StepSpec& spec
     losses.push_back(program->micro_step(inputs.feeds(), 3, 1.0f, counters).value());
     if (reload) {
       StateStore out;
-      program->store_state(out);
+      EXPECT_TRUE(program->store_state(out).is_ok());
       EXPECT_TRUE(program->load_state(out).is_ok());
     }
   }
   EXPECT_EQ(counters.optimizer_step, micro_batches / spec.accumulate);
-  program->store_state(state);
+  EXPECT_TRUE(program->store_state(state).is_ok());
   return {losses, state};
 }
 

@@ -129,7 +129,7 @@ std::vector<float> run_synthetic_micro_batches(TrainingProgram& program, int64_t
     EXPECT_TRUE(loss.is_ok()) << loss.message();
     if (loss) losses.push_back(*loss);
   }
-  program.store_state(state);
+  MEMFIT_CHECK(program.store_state(state).is_ok());
   return losses;
 }
 

@@ -34,7 +34,7 @@ StateStore one_step(int64_t batch, int64_t accumulate, const OptimizerConfig& op
     EXPECT_TRUE(program->micro_step(feeds, 17, 1.0f, counters).is_ok());
   }
   EXPECT_EQ(counters.optimizer_step, 1);
-  program->store_state(state);
+  EXPECT_TRUE(program->store_state(state).is_ok());
   return state;
 }
 

@@ -416,23 +416,31 @@ struct AdamWAttrs {
   }
 };
 
-// all_reduce_start and all_reduce_wait: one bucket of gradients summed over
-// the `ranks` ranks of a data-parallel step (src/ops/ops_comm.cpp). Gradient
-// i has the shape dims[sum(ndims[0..i)) .. +ndims[i]) and occupies the floats
+// The collectives of data parallelism (src/ops/ops_comm.cpp) over one
+// bucket: tensors packed into one buffer of `size` floats, summed or
+// gathered over the `ranks` ranks. Tensor i has the shape
+// dims[sum(ndims[0..i)) .. +ndims[i]) and occupies the floats
 // [offsets[i], offsets[i + 1]) of the bucket (its elements in its layout,
-// padding included); offsets has one entry more than ndims.
+// padding included); offsets has one entry more than ndims, and size >=
+// offsets.back() (zeros after it). Sharded (ZeRO), size is a multiple of
+// ranks and `rank` owns block [rank * size / ranks, (rank + 1) * size / ranks).
 struct BucketAttrs {
   int64_t ranks = 1;
+  int64_t rank = 0;
+  int64_t size = 0;
   std::vector<int64_t> dims;
   std::vector<int64_t> ndims;
   std::vector<int64_t> offsets;
   template <class F>
   void visit_fields(F&& f) {
     f("ranks", ranks);
+    f("rank", rank);
+    f("size", size);
     f("dims", dims);
     f("ndims", ndims);
     f("offsets", offsets);
   }
+  int64_t block() const { return size / ranks; }
 };
 
 struct FillAttrs {

@@ -36,6 +36,31 @@ class Communicator {
   virtual Status all_reduce_max(double* data, size_t count) = 0;
   // The `bytes` bytes at data on rank `root` copied to data on every rank.
   virtual Status broadcast(void* data, size_t bytes, int root) = 0;
+
+  // ZeRO's collectives, over a buffer of size() blocks of `count` floats each:
+  // block r is data[r * count .. (r + 1) * count), the part of the buffer rank
+  // r owns. Every rank's buffer holds size() * count floats, and no two
+  // ranks' buffers overlap.
+  //
+  // reduce_scatter_sum: data[0 .. count) = the sum over ranks q of q's block
+  // rank(), in place; the rest of data is left unspecified afterwards (the
+  // collective may use it as scratch). Each block's sum is computed once and
+  // lands on its one rank: the threads communicator sums in rank order, MPI
+  // in its algorithm's order, the same from run to run with the same ranks,
+  // counts and settings, so a run repeats with the same bits. MPI:
+  // MPI_Reduce_scatter_block, whose blocks are int counts of MPI_FLOAT; a
+  // `count` above INT_MAX is refused with an error (MPI_SUM is defined on
+  // predefined datatypes only, so a block cannot be one element of a derived
+  // datatype): split the buffer into several calls. An MPI may allocate
+  // scratch of up to twice the whole buffer (Open MPI's algorithms do).
+  virtual Status reduce_scatter_sum(float* data, size_t count) = 0;
+  // all_gather: block r of data = rank r's block r, on every rank, in place:
+  // each rank brings its own block at its own position, and every other
+  // block is overwritten. Every rank ends with the same bits (a copy, not a sum). MPI:
+  // MPI_Allgather with MPI_IN_PLACE; a `count` above INT_MAX goes as one
+  // element of a derived datatype that spans the block.
+  virtual Status all_gather(float* data, size_t count) = 0;
+
   // Returns when every rank has called it.
   virtual Status barrier() = 0;
   // Ends every process of the group with exit status `code`, at once: for a
@@ -50,7 +75,9 @@ std::unique_ptr<Communicator> make_local_communicator();
 
 // `size` ranks as threads of this process: element r of the result is rank
 // r's communicator, to be used by one thread each. Sums are computed in rank
-// order, once per element.
+// order, once per element (reduce_scatter_sum's as well). Ranks that disagree
+// on a collective (another call, count or root) all get an error, and no
+// buffer changes.
 std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int size);
 
 // Whether this build has MPI, and whether this process was started by an MPI

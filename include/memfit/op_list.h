@@ -80,6 +80,11 @@
   MEMFIT_OP(swap_wait, NoAttrs, 2, 2)                        \
   MEMFIT_OP(all_reduce_start, BucketAttrs, 1, -1)            \
   MEMFIT_OP(all_reduce_wait, BucketAttrs, 1, 1)              \
+  MEMFIT_OP(reduce_scatter_start, BucketAttrs, 1, -1)        \
+  MEMFIT_OP(reduce_scatter_wait, BucketAttrs, 1, 1)          \
+  MEMFIT_OP(shard_pack, BucketAttrs, 1, -1)                  \
+  MEMFIT_OP(all_gather_start, BucketAttrs, 1, 1)             \
+  MEMFIT_OP(all_gather_wait, BucketAttrs, 2, -1)             \
   MEMFIT_OP(conv2d_relu, Conv2dAttrs, 2, 3)                  \
   MEMFIT_OP(conv2d_add, Conv2dAttrs, 3, 4)                   \
   MEMFIT_OP(linear_relu, NoAttrs, 2, 3)

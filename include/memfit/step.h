@@ -18,6 +18,13 @@
 
 namespace memfit {
 
+// ZeRO's sharding of a data-parallel step across its ranks
+// (src/passes/zero_shard.h): nothing (every rank holds all optimizer state),
+// the optimizer state (stage 1), or the optimizer state and the summed
+// gradients (stage 2).
+enum class Shard { none, optimizer, gradients };
+std::string_view shard_name(Shard shard);
+
 struct StepSpec {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t accumulate = 1;                  // micro-batches per optimizer step
@@ -60,6 +67,7 @@ struct StepSpec {
   double bucket_mb = 25;    // as PyTorch's DistributedDataParallel
   double comm_gbps = 0;     // the network per rank in GB/s: the communication thread runs no
                             // faster, and plans predict with it; 0: unlimited, predicted as 10
+  Shard shard = Shard::none;  // with ranks > 1; one optimizer for all parameters, accumulate 1
 };
 
 // What a spec's technique fields resolve to: what the step does.
@@ -82,7 +90,7 @@ Result<Techniques> resolve_techniques(const StepSpec& spec);
 // batch and accumulate at least 1, threads not negative, a known backend, a
 // learning rate not negative, the TFLMS knobs in range, a positive milp time
 // limit, a link not negative, ranks at least 1, a bucket size and a network
-// not negative, and resolve_techniques.
+// not negative, no --shard with --accumulate, and resolve_techniques.
 Status check_step_spec(const StepSpec& spec);
 
 // The flags that give `t` ("--policy auto", "--recompute sqrt --mirror --swap budget").

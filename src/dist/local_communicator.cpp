@@ -7,8 +7,9 @@
 namespace memfit {
 namespace {
 
-// Alone, the sum, the largest value and the broadcast of a rank's data are
-// that data, and there is nobody to wait for.
+// Alone, the sum, the largest value, the broadcast, the reduce-scatter and
+// the all-gather (of one block) of a rank's data are that data, and there is
+// nobody to wait for.
 class LocalCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
@@ -22,6 +23,8 @@ class LocalCommunicator final : public Communicator {
       return Status::error("broadcast from rank " + std::to_string(root) + " of a group of 1");
     return Status::ok();
   }
+  Status reduce_scatter_sum(float*, size_t) override { return Status::ok(); }
+  Status all_gather(float*, size_t) override { return Status::ok(); }
   Status barrier() override { return Status::ok(); }
   void abort(int) override {}
 };

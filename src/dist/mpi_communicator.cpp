@@ -12,14 +12,23 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <string>
+#include <utility>
 
 namespace memfit {
 namespace {
 
 // MPI counts are ints: larger buffers go in pieces of at most INT_MAX
-// elements (bytes for a broadcast).
+// elements (bytes for a broadcast). An all-gather cannot go in pieces (a
+// call with a smaller count puts rank r's piece at r times that count, not
+// in block r), so a block above INT_MAX floats goes as one element of a
+// derived datatype, made of pieces of kTypePiece floats: 1 GiB, so that each
+// piece's size in bytes is an int as well. A reduce-scatter can do neither
+// (MPI_SUM is defined on predefined datatypes only), so such blocks are
+// refused.
 constexpr size_t kMaxChunk = INT_MAX;
+constexpr size_t kTypePiece = size_t{1} << 28;
 
 // The Status of an MPI call's return code. MPI_COMM_WORLD returns errors
 // instead of aborting (MPI_ERRORS_RETURN), so they arrive here.
@@ -30,6 +39,59 @@ Status mpi_status(int code, const char* call, const char* where) {
   if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
   return Status::error(std::string(call) + " in " + where +
                        " failed: " + std::string(text, static_cast<size_t>(length)));
+}
+
+// A derived datatype, freed when it goes out of scope.
+class OwnedType {
+ public:
+  OwnedType() = default;
+  ~OwnedType() {
+    if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
+  }
+  OwnedType(const OwnedType&) = delete;
+  OwnedType& operator=(const OwnedType&) = delete;
+
+  MPI_Datatype get() const { return type_; }
+  // Where an MPI_Type_* call writes the new type; it must be empty.
+  MPI_Datatype* out() { return &type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+// `count` floats as one element of a committed derived datatype: count /
+// piece contiguous pieces of `piece` floats, then the rest, with lower bound
+// 0 and extent count floats, so element r of a buffer of them is block r.
+Status make_float_block_type(size_t count, size_t piece, OwnedType& block, const char* where) {
+  const size_t pieces = count / piece;
+  const size_t rest = count % piece;
+  if (piece > kMaxChunk || pieces > kMaxChunk ||
+      count > static_cast<size_t>(std::numeric_limits<MPI_Aint>::max()) / sizeof(float)) {
+    return Status::error(std::string(where) + " of blocks of " + std::to_string(count) +
+                         " floats: too large for an MPI datatype");
+  }
+  OwnedType piece_type;
+  OwnedType whole_pieces;
+  OwnedType unsized;
+  MEMFIT_RETURN_IF_ERROR(
+      mpi_status(MPI_Type_contiguous(static_cast<int>(piece), MPI_FLOAT, piece_type.out()),
+                 "MPI_Type_contiguous", where));
+  MEMFIT_RETURN_IF_ERROR(mpi_status(
+      MPI_Type_contiguous(static_cast<int>(pieces), piece_type.get(), whole_pieces.out()),
+      "MPI_Type_contiguous", where));
+  int lengths[2] = {1, static_cast<int>(rest)};
+  MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(pieces * piece * sizeof(float))};
+  MPI_Datatype types[2] = {whole_pieces.get(), MPI_FLOAT};
+  MEMFIT_RETURN_IF_ERROR(mpi_status(
+      MPI_Type_create_struct(rest == 0 ? 1 : 2, lengths, displacements, types, unsized.out()),
+      "MPI_Type_create_struct", where));
+  // A struct's extent may be rounded up to its entries' alignment; the
+  // blocks lie exactly count floats apart.
+  MEMFIT_RETURN_IF_ERROR(
+      mpi_status(MPI_Type_create_resized(unsized.get(), 0,
+                                         static_cast<MPI_Aint>(count * sizeof(float)), block.out()),
+                 "MPI_Type_create_resized", where));
+  return mpi_status(MPI_Type_commit(block.out()), "MPI_Type_commit", where);
 }
 
 class MpiCommunicator final : public Communicator {
@@ -85,6 +147,42 @@ class MpiCommunicator final : public Communicator {
                      "broadcast"));
     }
     return Status::ok();
+  }
+
+  // With MPI_IN_PLACE the input is taken from the receive buffer, all
+  // size() blocks of it, and the result is the receive buffer's `count`
+  // elements, at its start (the standard's MPI_REDUCE_SCATTER_BLOCK; Open
+  // MPI's algorithms read the send buffer from the receive buffer and write
+  // the block at its start, and the tests check it). Every rank refuses a
+  // block above INT_MAX alike (the counts agree), so none is left waiting.
+  Status reduce_scatter_sum(float* data, size_t count) override {
+    if (count > kMaxChunk) {
+      return Status::error(
+          "reduce_scatter_sum of blocks of " + std::to_string(count) +
+          " floats: MPI_Reduce_scatter_block takes at most INT_MAX (" + std::to_string(INT_MAX) +
+          ") floats a block, and MPI_SUM works on predefined datatypes only, so a larger block "
+          "cannot go as a derived datatype; split the buffer into calls whose blocks hold at most "
+          "INT_MAX floats");
+    }
+    return mpi_status(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(count),
+                                               MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                      "MPI_Reduce_scatter_block", "reduce_scatter_sum");
+  }
+
+  // With MPI_IN_PLACE each rank's contribution is its block of the receive
+  // buffer, and the send count and type are ignored.
+  Status all_gather(float* data, size_t count) override {
+    const char* where = "all_gather";
+    if (count <= kMaxChunk) {
+      return mpi_status(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data,
+                                      static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD),
+                        "MPI_Allgather", where);
+    }
+    OwnedType block;
+    MEMFIT_RETURN_IF_ERROR(make_float_block_type(count, kTypePiece, block, where));
+    return mpi_status(
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, 1, block.get(), MPI_COMM_WORLD),
+        "MPI_Allgather", where);
   }
 
   Status barrier() override {

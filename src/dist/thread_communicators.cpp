@@ -2,10 +2,11 @@
 // rank posts what it brings, and the last to arrive does the whole
 // collective for everyone, under the lock, while the others wait. So every
 // sum is computed once per element, in rank order, and every rank receives
-// the same bits.
+// the same bits (of a reduce-scatter, each rank its own block's).
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 
@@ -15,7 +16,15 @@
 namespace memfit {
 namespace {
 
-enum class Op { sum_float, sum_double, max_double, broadcast, barrier };
+enum class Op {
+  sum_float,
+  sum_double,
+  max_double,
+  broadcast,
+  barrier,
+  reduce_scatter_sum,
+  all_gather
+};
 
 const char* op_name(Op op) {
   switch (op) {
@@ -29,6 +38,10 @@ const char* op_name(Op op) {
       return "broadcast";
     case Op::barrier:
       return "barrier";
+    case Op::reduce_scatter_sum:
+      return "reduce_scatter_sum";
+    case Op::all_gather:
+      return "all_gather";
   }
   return "?";
 }
@@ -37,7 +50,8 @@ const char* op_name(Op op) {
 struct Post {
   Op op = Op::barrier;
   void* data = nullptr;
-  size_t count = 0;  // elements, or bytes for a broadcast
+  size_t count = 0;  // elements (per block for a reduce-scatter or an all-gather), or bytes
+                     // for a broadcast
   int root = 0;
 };
 
@@ -61,6 +75,38 @@ void max_in_rank_order(const std::vector<Post>& posts) {
       if (value > largest) largest = value;
     }
     for (const Post& post : posts) static_cast<double*>(post.data)[i] = largest;
+  }
+}
+
+// For each rank r: the rank-order sum of block r (elements r*count ..
+// (r+1)*count) of every rank's buffer, into the first block of rank r's
+// buffer. Block 0 goes first: every result lands in some rank's block 0,
+// which block 0's sum reads element by element before it writes that
+// element, and which nothing reads afterwards.
+void reduce_scatter_in_rank_order(const std::vector<Post>& posts) {
+  const size_t count = posts[0].count;
+  for (size_t block = 0; block < posts.size(); ++block) {
+    float* result = static_cast<float*>(posts[block].data);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t at = block * count + i;
+      float sum = static_cast<const float*>(posts[0].data)[at];
+      for (size_t r = 1; r < posts.size(); ++r) sum += static_cast<const float*>(posts[r].data)[at];
+      result[i] = sum;
+    }
+  }
+}
+
+// Block r of rank r's buffer copied to block r of every other rank's. A
+// rank's own block is read only, never written, so the order is free.
+void all_gather_blocks(const std::vector<Post>& posts) {
+  const size_t count = posts[0].count;
+  if (count == 0) return;
+  for (size_t block = 0; block < posts.size(); ++block) {
+    const float* source = static_cast<const float*>(posts[block].data) + block * count;
+    for (const Post& post : posts) {
+      float* target = static_cast<float*>(post.data) + block * count;
+      if (target != source) std::memcpy(target, source, count * sizeof(float));
+    }
   }
 }
 
@@ -127,6 +173,21 @@ class Group {
       }
       case Op::barrier:
         break;
+      case Op::reduce_scatter_sum:
+      case Op::all_gather: {
+        if (first.count > std::numeric_limits<size_t>::max() / sizeof(float) / posts_.size()) {
+          return Status::error(std::string(op_name(first.op)) + " of " +
+                               std::to_string(posts_.size()) + " blocks of " +
+                               std::to_string(first.count) +
+                               " floats: the buffer's size in bytes overflows size_t");
+        }
+        if (first.op == Op::reduce_scatter_sum) {
+          reduce_scatter_in_rank_order(posts_);
+        } else {
+          all_gather_blocks(posts_);
+        }
+        break;
+      }
     }
     return Status::ok();
   }
@@ -159,6 +220,12 @@ class ThreadCommunicator final : public Communicator {
   }
   Status broadcast(void* data, size_t bytes, int root) override {
     return group_->meet(rank_, {Op::broadcast, data, bytes, root});
+  }
+  Status reduce_scatter_sum(float* data, size_t count) override {
+    return group_->meet(rank_, {Op::reduce_scatter_sum, data, count, 0});
+  }
+  Status all_gather(float* data, size_t count) override {
+    return group_->meet(rank_, {Op::all_gather, data, count, 0});
   }
   Status barrier() override { return group_->meet(rank_, {Op::barrier, nullptr, 0, 0}); }
   void abort(int) override {}

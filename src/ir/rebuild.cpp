@@ -5,16 +5,24 @@
 namespace memfit {
 
 Graph rebuild_graph(const Graph& graph, const std::vector<NodeId>& nodes,
-                    std::vector<ValueId>* value_map) {
+                    std::vector<ValueId>* value_map, bool drop_unread_inputs) {
   Graph out;
   std::vector<ValueId> remap(graph.num_values());
+  std::vector<bool> needed(graph.num_values(), !drop_unread_inputs);
+  for (NodeId id : nodes) {
+    for (ValueId in : graph.node(id).inputs) needed[in.idx()] = true;
+  }
+  for (ValueId v : graph.outputs()) needed[v.idx()] = true;
+  for (const StateUpdate& u : graph.updates()) needed[u.state.idx()] = true;
   auto copy_value = [&](ValueId old_id, NodeId producer) {
     Value value = graph.value(old_id);
     value.producer = producer;
     remap[old_id.idx()] = out.add_value_raw(std::move(value));
   };
   for (size_t v = 0; v < graph.num_values(); ++v) {
-    if (!graph.values()[v].producer.valid()) copy_value(ValueId(static_cast<int32_t>(v)), NodeId());
+    if (!graph.values()[v].producer.valid() && needed[v]) {
+      copy_value(ValueId(static_cast<int32_t>(v)), NodeId());
+    }
   }
   for (NodeId id : nodes) {
     Node node = graph.node(id);

@@ -12,7 +12,9 @@ namespace memfit {
 // in its order; values are renumbered in definition order; outputs and
 // updates carry over. value_map (if given) receives, for each old value, its
 // new id (invalid for values of dropped nodes).
+// With `drop_unread_inputs`, a graph input that no kept node reads and that
+// is neither an output nor a state of the updates is left out.
 Graph rebuild_graph(const Graph& graph, const std::vector<NodeId>& nodes,
-                    std::vector<ValueId>* value_map = nullptr);
+                    std::vector<ValueId>* value_map = nullptr, bool drop_unread_inputs = false);
 
 }  // namespace memfit

@@ -76,7 +76,7 @@ Liveness analyze_liveness(const Graph& graph, const PlanSizes& sizes, const Plan
       const Node& node = graph.nodes()[n];
       const auto step = static_cast<int32_t>(n);
       std::vector<bool> taken(node.inputs.size(), false);
-      for (const InplacePair& pair : op_info(node.op).inplace) {
+      for (const InplacePair& pair : inplace_pairs(node)) {
         const auto i = static_cast<size_t>(pair.input);
         const auto o = static_cast<size_t>(pair.output);
         if (i >= node.inputs.size() || o >= node.outputs.size() || taken[i]) continue;

@@ -344,7 +344,7 @@ Status ArenaReplay::check_in_place(int32_t step, const Node& node, int output,
   const ValueId value = node.outputs[static_cast<size_t>(output)];
   const std::string writes = node_ref(node) + " writes " + value_ref(value) + " over its input " +
                              value_ref(input) + " at step " + std::to_string(step);
-  const std::vector<InplacePair>& pairs = op_info(node.op).inplace;
+  const std::vector<InplacePair> pairs = inplace_pairs(node);
   // Every position that reads the input must allow it: a kernel may read
   // position j's buffer anywhere while it writes the output.
   for (size_t j = 0; j < node.inputs.size(); ++j) {

@@ -88,6 +88,16 @@ Cost op_cost(const Graph& graph, const Node& node) {
   return cost;
 }
 
+std::vector<InplacePair> inplace_pairs(const Node& node) {
+  const OpInfo& info = op_info(node.op);
+  if (!info.inplace_after_first) return info.inplace;
+  std::vector<InplacePair> pairs;
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    pairs.push_back(InplacePair{static_cast<int>(o) + 1, static_cast<int>(o)});
+  }
+  return pairs;
+}
+
 bool always_kept(const Node& node, size_t output) {
   const std::vector<int>& kept = op_info(node.op).kept_outputs;
   return std::find(kept.begin(), kept.end(), static_cast<int>(output)) != kept.end();

@@ -56,6 +56,9 @@ struct OpInfo {
   InferFn infer = nullptr;
   GradFn grad = nullptr;  // null: not differentiable (gradient and optimizer ops)
   std::vector<InplacePair> inplace;
+  // Output i may be written over input i + 1, for every output (a variadic
+  // op whose first input is a buffer it unpacks: all_gather_wait).
+  bool inplace_after_first = false;
   CostFn cost = nullptr;  // null: one flop per output element, all tensors moved once
   ExamplesFn examples = nullptr;
   // For ops without a gradient rule: the differentiable op whose gradient rule
@@ -83,6 +86,9 @@ const OpInfo& op_info(OpKind op);
 Result<std::vector<TensorType>> infer_types(OpKind op, const std::vector<TensorType>& inputs,
                                             const Attrs& attrs);
 Cost op_cost(const Graph& graph, const Node& node);
+// The in-place pairs of `node`: its op's `inplace`, or one per output with
+// inplace_after_first.
+std::vector<InplacePair> inplace_pairs(const Node& node);
 
 // Forward outputs the recompute pass never drops (besides graph outputs and
 // the next values of state updates), its op's kept_outputs: batch norm's batch
@@ -124,8 +130,9 @@ void register_swap_ops(OpTableBuilder& table);         // to_host, to_device, sw
 void register_fused_ops(OpTableBuilder& table);
 void register_comm_ops(OpTableBuilder& table);         // all_reduce_start, all_reduce_wait
 
-// The bytes one rank sends and receives to sum a bucket over its ranks with a
-// ring all-reduce: 2 (N - 1) / N of the bucket's bytes.
-double all_reduce_wire_bytes(const BucketAttrs& bucket);        // conv2d_relu, conv2d_add, linear_relu
+// The bytes one rank sends and receives for the collective of `op` (a comm
+// op) on `bucket` with ring algorithms: (N - 1) / N of the bucket's bytes for
+// a reduce-scatter or an all-gather, twice that for an all-reduce.
+double comm_wire_bytes(OpKind op, const BucketAttrs& bucket);        // conv2d_relu, conv2d_add, linear_relu
 
 }  // namespace memfit

@@ -6,95 +6,21 @@
 #include "core/check.h"
 #include "ir/rebuild.h"
 #include "ops/typed_graph.h"
+#include "passes/grad_buckets.h"
 
 namespace memfit {
-namespace {
-
-struct Bucket {
-  std::vector<ValueId> values;  // in the order their producers run
-  size_t bytes = 0;
-  int32_t start = 0;        // the boundary of its all_reduce_start (before node `start`)
-  int32_t first_read = -1;  // the boundary of its all_reduce_wait
-};
-
-bool is_update(OpKind op) { return op == OpKind::sgd_update || op == OpKind::adamw_update; }
-
-// Stages 1 and 2: the buckets of `graph`'s reduced values, and per value its bucket.
-std::vector<Bucket> make_buckets(const Graph& graph, size_t bucket_bytes,
-                                 std::vector<int32_t>& bucket_of) {
-  const auto n = static_cast<int32_t>(graph.num_nodes());
-  std::vector<bool> reduced(graph.num_values(), false);
-  for (const Node& node : graph.nodes()) {
-    if (is_update(node.op)) reduced[node.inputs[1].idx()] = true;
-  }
-  bucket_of.assign(graph.num_values(), -1);
-  std::vector<Bucket> buckets;
-  Bucket open;
-  const auto close = [&](int32_t at) {
-    if (open.values.empty()) return;
-    open.start = at;
-    for (ValueId v : open.values) bucket_of[v.idx()] = static_cast<int32_t>(buckets.size());
-    buckets.push_back(std::move(open));
-    open = Bucket{};
-  };
-  std::vector<bool> in_open(graph.num_values(), false);
-  for (int32_t k = 0; k < n; ++k) {
-    const Node& node = graph.nodes()[static_cast<size_t>(k)];
-    const bool reads_open = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                        [&](ValueId v) { return in_open[v.idx()]; });
-    if (reads_open) {
-      for (ValueId v : open.values) in_open[v.idx()] = false;
-      close(k);
-    }
-    for (ValueId out : node.outputs) {
-      if (!reduced[out.idx()]) continue;
-      open.values.push_back(out);
-      open.bytes += graph.value(out).bytes();
-      in_open[out.idx()] = true;
-    }
-    if (!open.values.empty() && open.bytes >= bucket_bytes) {
-      for (ValueId v : open.values) in_open[v.idx()] = false;
-      close(k + 1);
-    }
-  }
-  close(n);
-  for (int32_t k = 0; k < n; ++k) {
-    for (ValueId in : graph.nodes()[static_cast<size_t>(k)].inputs) {
-      const int32_t b = bucket_of[in.idx()];
-      if (b >= 0 && buckets[static_cast<size_t>(b)].first_read < 0) {
-        buckets[static_cast<size_t>(b)].first_read = k;
-      }
-    }
-  }
-  return buckets;
-}
-
-BucketAttrs bucket_attrs(const Graph& graph, const Bucket& bucket, int64_t ranks) {
-  BucketAttrs a;
-  a.ranks = ranks;
-  a.offsets.push_back(0);
-  for (ValueId v : bucket.values) {
-    const Value& value = graph.value(v);
-    a.dims.insert(a.dims.end(), value.type.shape.begin(), value.type.shape.end());
-    a.ndims.push_back(static_cast<int64_t>(value.type.shape.size()));
-    a.offsets.push_back(a.offsets.back() + static_cast<int64_t>(value.bytes() / sizeof(float)));
-  }
-  return a;
-}
-
-}  // namespace
 
 Result<Graph> insert_all_reduce(Graph graph, int64_t ranks, size_t bucket_bytes,
                                 AllReduceSummary* summary) {
   if (ranks < 1) return Status::error("data parallelism needs at least one rank");
   const size_t n = graph.num_nodes();
   std::vector<int32_t> bucket_of;
-  const std::vector<Bucket> buckets = make_buckets(graph, bucket_bytes, bucket_of);
+  const std::vector<GradBucket> buckets = gradient_buckets(graph, bucket_bytes, bucket_of);
   AllReduceSummary counted;
   std::vector<std::vector<NodeId>> starts_at(n + 1), waits_at(n + 1);
   std::vector<ValueId> sum_of(graph.num_values());  // r_i of each reduced g_i
   for (size_t b = 0; b < buckets.size(); ++b) {
-    const Bucket& bucket = buckets[b];
+    const GradBucket& bucket = buckets[b];
     MEMFIT_CHECK(bucket.first_read >= bucket.start);  // every value is read, by its update
     for (ValueId v : bucket.values) {
       if (graph.value(v).type.dtype != DType::f32) {
@@ -102,7 +28,7 @@ Result<Graph> insert_all_reduce(Graph graph, int64_t ranks, size_t bucket_bytes,
                              "gradients are summed over ranks");
       }
     }
-    const BucketAttrs attrs = bucket_attrs(graph, bucket, ranks);
+    const BucketAttrs attrs = bucket_attrs(graph, bucket.values, ranks, 0, false);
     const std::string name = "bucket" + std::to_string(b);
     MEMFIT_ASSIGN_OR_RETURN(NodeId start, add_node(graph, OpKind::all_reduce_start, bucket.values,
                                                    attrs, name + ".all_reduce", Role::gradient));

@@ -12,13 +12,8 @@
 // global mean), after every other rewrite (techniques, layouts: a gradient's
 // bytes are final).
 //
-// 1. Reduced values: the gradient input of every update node (sgd_update,
-//    adamw_update), in the order of their producers.
-// 2. Buckets, walking the nodes in order: a reduced value joins the open
-//    bucket when its producer runs; the bucket closes after that node once it
-//    holds at least `bucket_bytes`, or before a node that reads one of its
-//    values, or at the end of the graph.
-// 3. Rewrite: all_reduce_start(g_1 .. g_k) -> b where the bucket closes;
+// 1. Buckets of the gradients the update nodes read (src/passes/grad_buckets.h).
+// 2. Rewrite: all_reduce_start(g_1 .. g_k) -> b where the bucket closes;
 //    all_reduce_wait(b) -> (r_1 .. r_k) just before the first node that reads
 //    one of the g_i, which from then on reads r_i (laid out as g_i). Where
 //    several land at one place, the starts go first, in bucket order.

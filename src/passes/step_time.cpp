@@ -65,7 +65,7 @@ CommPrediction predict_comm(const Graph& graph, const std::vector<double>& node_
       compute += node_seconds[n];
       if (op_info(node.op).comm) {
         const double seconds =
-            all_reduce_wire_bytes(std::get<BucketAttrs>(node.attrs)) / network;
+            comm_wire_bytes(node.op, std::get<BucketAttrs>(node.attrs)) / network;
         comm_free = std::max(compute, comm_free) + seconds;
         done[n] = comm_free;
         p.comm_seconds += seconds;

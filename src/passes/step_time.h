@@ -9,8 +9,8 @@
 // after the copies whose outputs it reads; copies in issue order, each
 // starting no earlier than its node's place on the compute stream; swap_wait
 // holds the compute stream until its copy has completed. Data parallelism adds
-// a third stream, the network: an all_reduce_start packs its bucket on the
-// compute stream, then its sum takes all_reduce_wire_bytes / C on the
+// a third stream, the network: a comm node packs its bucket on the compute
+// stream, then its collective takes comm_wire_bytes / C on the
 // network stream (C the network's bandwidth per rank), in issue order;
 // readers of the bucket wait for the sum.
 #pragma once

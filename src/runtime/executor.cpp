@@ -307,7 +307,7 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       const Clock::time_point end = Clock::now();
       node_seconds_[n] += std::chrono::duration<double>(end - start).count();
       last_step_.nodes[n] = Span{since_start(start), since_start(end)};
-      if (op_info(node.op).comm) event[n] = start_all_reduce(node, outputs[0], result, comm_status);
+      if (op_info(node.op).comm) event[n] = start_collective(node, outputs[0], result, comm_status);
     }
     if (options_.poison) {
       if (copy) {
@@ -353,19 +353,23 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   return result;
 }
 
-int64_t Executable::start_all_reduce(const Node& node, void* bucket, StepResult& result,
+int64_t Executable::start_collective(const Node& node, void* bucket, StepResult& result,
                                      Status& status) {
   const auto& attrs = std::get<BucketAttrs>(node.attrs);
   auto* data = static_cast<float*>(bucket);
-  const auto count = static_cast<size_t>(attrs.offsets.back());
   Communicator* comm = options_.comm;
+  const OpKind op = node.op;
+  const auto size = static_cast<size_t>(attrs.size);
+  const auto block = static_cast<size_t>(attrs.block());
   // Runs on the communication thread; `result` and `status` are read after drain().
   return comms_->transfer(
-      static_cast<size_t>(all_reduce_wire_bytes(attrs)),
-      [comm, data, count, &status] {
-        if (!status.is_ok()) return;  // a rank failed: later sums would not match
-        Status summed = comm->all_reduce_sum(data, count);
-        if (!summed.is_ok()) status = std::move(summed);
+      static_cast<size_t>(comm_wire_bytes(op, attrs)),
+      [comm, op, data, size, block, &status] {
+        if (!status.is_ok()) return;  // a rank failed: later collectives would not match
+        Status done = op == OpKind::all_reduce_start       ? comm->all_reduce_sum(data, size)
+                      : op == OpKind::reduce_scatter_start ? comm->reduce_scatter_sum(data, block)
+                                                           : comm->all_gather(data, block);
+        if (!done.is_ok()) status = std::move(done);
       },
       [&result](CopyEngine::Clock::time_point, double seconds) { result.comm_seconds += seconds; });
 }

@@ -13,11 +13,11 @@
 // the copy stream, after the copy that reads it; the step ends when every
 // copy has completed.
 //
-// Data parallelism: after the kernel of an all_reduce_start node (which packs
-// a bucket of gradients), the sum of the bucket over the ranks is issued to
-// a second engine, the communication thread, which calls the step's
-// Communicator in issue order; readers of the bucket (its all_reduce_wait)
-// wait for that event. The step ends when every collective has completed.
+// Data parallelism: after the kernel of a comm node (all_reduce_start,
+// reduce_scatter_start, all_gather_start, which pack a bucket), its
+// collective on the bucket is issued to a second engine, the communication
+// thread, which calls the step's Communicator in issue order; readers of the
+// bucket (its wait node) wait for that event. The step ends when every collective has completed.
 #pragma once
 
 #include <cstdint>
@@ -181,10 +181,10 @@ class Executable {
     return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
   }
   void poison(const Slice& slice) const;
-  // Issues the sum of a packed bucket (`bucket`, the output of all_reduce_start
-  // `node`) over the ranks; returns its event. Its seconds go to `result`, its
-  // error, if any, to `status`.
-  int64_t start_all_reduce(const Node& node, void* bucket, StepResult& result, Status& status);
+  // Issues the collective of comm node `node` (all_reduce_start,
+  // reduce_scatter_start, all_gather_start) on its output `bucket`; returns
+  // its event. Its seconds go to `result`, its error, if any, to `status`.
+  int64_t start_collective(const Node& node, void* bucket, StepResult& result, Status& status);
   // allocate()'s work after the arena: dead slices, events, the host pool,
   // the copy engine, poison mode.
   void set_up(bool poison);

@@ -144,9 +144,17 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   ExecOptions apply_exec = exec;
   if (spec.ranks > 1) {
     const auto bucket_bytes = static_cast<size_t>(spec.bucket_mb * 1e6);
-    MEMFIT_ASSIGN_OR_RETURN(step.rewritten.graph,
-                            insert_all_reduce(std::move(step.rewritten.graph), spec.ranks,
-                                              bucket_bytes, &step.all_reduce));
+    if (spec.shard == Shard::none) {
+      MEMFIT_ASSIGN_OR_RETURN(step.rewritten.graph,
+                              insert_all_reduce(std::move(step.rewritten.graph), spec.ranks,
+                                                bucket_bytes, &step.all_reduce));
+    } else {
+      const ShardOptions shard{spec.ranks, build.comm ? build.comm->rank() : 0, bucket_bytes,
+                               spec.shard == Shard::gradients};
+      MEMFIT_ASSIGN_OR_RETURN(step.rewritten.graph,
+                              shard_step(std::move(step.rewritten.graph), shard, &step.zero));
+      step.all_reduce = step.zero.buckets;
+    }
     apply_exec.comm = build.comm;
     apply_exec.comm_gbps = spec.comm_gbps;
   }

@@ -12,9 +12,10 @@
 // 4. Predicted node times, by the spec's cost model.
 // 5. Rewrite the step by its techniques under the budget: auto, or the
 //    recompute strategy and then the swap policy (src/passes).
-// 6. With ranks > 1, sum the gradients over the ranks (insert_all_reduce) in
-//    the step that applies the update; micro-batches that only accumulate
-//    do not communicate.
+// 6. With ranks > 1, sum the gradients over the ranks (insert_all_reduce), or
+//    shard them with the optimizer state (shard_step, ZeRO: the graph of the
+//    communicator's rank, 0 without one), in the step that applies the
+//    update; micro-batches that only accumulate do not communicate.
 // 7. Prepare the executable: kernels, sizes, schedule and memory plan, no
 //    arena allocated and no budget check (check_step_budget says why a plan
 //    does not fit). Training allocates it (Executable::allocate).
@@ -32,6 +33,7 @@
 #include "passes/assign_layouts.h"
 #include "passes/all_reduce.h"
 #include "passes/auto_policy.h"
+#include "passes/zero_shard.h"
 #include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
 #include "passes/swap_policy.h"
@@ -67,6 +69,7 @@ struct CompiledStep {
   LayoutSummary layouts;    // what assign_layouts did to the step that applies the update
   RewrittenStep rewritten;  // the summaries of the step that applies the update (graph moved)
   AllReduceSummary all_reduce;  // its buckets (ranks > 1)
+  ShardSummary zero;            // what sharding did (ranks > 1, a shard other than none)
   NodeSeconds seconds;      // the cost model's node times
   double forward_seconds = 0;  // the forward nodes' predicted seconds before any rewrite
   std::unique_ptr<Executable> apply;            // prepared: applies the update

@@ -101,8 +101,24 @@ Status check_step_spec(const StepSpec& spec) {
   if (spec.comm_gbps < 0 || std::isnan(spec.comm_gbps)) {
     return Status::error("--comm-gbps must not be negative (0: unlimited)");
   }
+  if (spec.shard != Shard::none && spec.accumulate > 1) {
+    return Status::error("--shard does not combine with --accumulate yet: accumulate on every "
+                         "rank with --shard none, or shard with --accumulate 1");
+  }
   MEMFIT_RETURN_IF_ERROR(check_tflms_options(spec.tflms));
   return resolve_techniques(spec).status();
+}
+
+std::string_view shard_name(Shard shard) {
+  switch (shard) {
+    case Shard::none:
+      return "none";
+    case Shard::optimizer:
+      return "optimizer";
+    case Shard::gradients:
+      return "gradients";
+  }
+  return "?";
 }
 
 std::string technique_flags(const Techniques& t) {

@@ -344,8 +344,9 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                 report.predicted_step_seconds, std::string(name_of(t.cost)).c_str());
   out += format("  %-20s %12.6f s\n", "of it, recompute", report.predicted_recompute_seconds);
   if (report.ranks > 1) {
-    out += format("  %-20s %12lld (one rank's step; --batch is per rank)\n", "data parallel ranks",
-                  static_cast<long long>(report.ranks));
+    out += format("  %-20s %12lld (one rank's step; --batch is per rank; --shard %s)\n",
+                  "data parallel ranks", static_cast<long long>(report.ranks),
+                  std::string(shard_name(spec.shard)).c_str());
     out += format("  %-20s %12zu of at least %g MB, the largest %s; %s summed\n", "gradient buckets",
                   report.buckets, spec.bucket_mb, human_bytes(report.largest_bucket_bytes).c_str(),
                   human_bytes(report.reduced_bytes).c_str());
@@ -414,6 +415,7 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
                 report.predicted_step_seconds, report.predicted_recompute_seconds);
   out += format("  \"ranks\": %lld,\n  \"bucket_mb\": %g,\n  \"comm_gbps\": %g,\n",
                 static_cast<long long>(report.ranks), spec.bucket_mb, spec.comm_gbps);
+  out += "  \"shard\": " + json_string(shard_name(spec.shard)) + ",\n";
   out += format("  \"buckets\": %zu,\n  \"reduced_bytes\": %zu,\n  \"largest_bucket_bytes\": %zu,\n",
                 report.buckets, report.reduced_bytes, report.largest_bucket_bytes);
   out += format("  \"predicted_comm_seconds\": %.9g,\n  \"predicted_exposed_comm_seconds\": %.9g,\n",

@@ -47,10 +47,13 @@ RunSettings run_settings(const TrainOptions& options, const DataSource& data) {
                      options.epochs, static_cast<int64_t>(options.schedule), options.seed};
 }
 
-Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCounters& counters,
-                           const RunSettings& run, const TrainingProgram& program) {
+// Every rank takes part (store_state gathers sharded state); rank 0 writes it.
+Status save_checkpoint_of(const std::string& path, const std::string& model, int64_t epoch,
+                          const StepCounters& counters, const RunSettings& run,
+                          const TrainingProgram& program, int rank) {
   StateStore state;
-  program.store_state(state);
+  MEMFIT_RETURN_IF_ERROR(program.store_state(state));
+  if (rank != 0) return Status::ok();
   Checkpoint ck;
   ck.model = model;
   ck.epoch = epoch;
@@ -58,7 +61,7 @@ Checkpoint make_checkpoint(const std::string& model, int64_t epoch, const StepCo
   ck.optimizer_step = counters.optimizer_step;
   ck.run = run;
   for (const auto& [name, shape] : program.state_shapes()) ck.tensors.push_back({name, shape, state[name]});
-  return ck;
+  return save_checkpoint(path, ck);
 }
 
 // The fraction of the test set's label elements (images, tokens or voxels)
@@ -96,9 +99,9 @@ Result<bool> any_rank(Communicator& comm, bool yes) {
 
 // FNV-1a over the bytes of the parameters and the optimizer state, in
 // checkpoint order (batch-norm running statistics are each rank's own).
-uint64_t state_hash(const TrainingProgram& program) {
+Result<uint64_t> state_hash(const TrainingProgram& program) {
   StateStore state;
-  program.store_state(state);
+  MEMFIT_RETURN_IF_ERROR(program.store_state(state));
   uint64_t h = 1469598103934665603ull;
   for (const auto& [name, shape] : program.state_shapes()) {
     if (program.is_model_state(name)) continue;
@@ -111,7 +114,7 @@ uint64_t state_hash(const TrainingProgram& program) {
 
 // An error on every rank unless every rank's state hashes as rank 0's.
 Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_t step) {
-  const uint64_t mine = state_hash(program);
+  MEMFIT_ASSIGN_OR_RETURN(const uint64_t mine, state_hash(program));
   uint64_t first = mine;
   MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
   double differing = mine != first ? comm.rank() : -1;
@@ -127,7 +130,7 @@ Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_
 // without broadcast_buffers); evaluation and checkpoints use rank 0's.
 Status share_rank0_model_state(Communicator& comm, TrainingProgram& program) {
   StateStore state;
-  program.store_state(state);
+  MEMFIT_RETURN_IF_ERROR(program.store_state(state));
   bool any = false;
   for (const auto& [name, shape] : program.state_shapes()) {
     if (!program.is_model_state(name)) continue;
@@ -428,10 +431,10 @@ Result<TrainReport> train(const TrainOptions& given,
       report.stopped = true;
       log(format("stopped at epoch %lld, optimizer step %lld, as asked", static_cast<long long>(epoch + 1),
                  static_cast<long long>(counters.optimizer_step)));
-      if (!options.save_path.empty() && rank == 0) {
-        MEMFIT_RETURN_IF_ERROR(save_checkpoint(
-            options.save_path, make_checkpoint(options.step.model.name, epoch, counters,
-                                               run_settings(options, *data), *program)));
+      if (!options.save_path.empty()) {
+        MEMFIT_RETURN_IF_ERROR(save_checkpoint_of(options.save_path, options.step.model.name, epoch,
+                                                  counters, run_settings(options, *data), *program,
+                                                  rank));
         log("saved " + options.save_path + " (--resume continues from the next step)");
       }
       break;
@@ -441,10 +444,10 @@ Result<TrainReport> train(const TrainOptions& given,
     report.test_accuracy.push_back(accuracy);
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)", static_cast<long long>(epoch + 1),
                100.0 * accuracy, static_cast<long long>(data->test_count())));
-    if (!options.save_path.empty() && rank == 0) {
-      MEMFIT_RETURN_IF_ERROR(save_checkpoint(
-          options.save_path, make_checkpoint(options.step.model.name, epoch + 1, counters,
-                                             run_settings(options, *data), *program)));
+    if (!options.save_path.empty()) {
+      MEMFIT_RETURN_IF_ERROR(save_checkpoint_of(options.save_path, options.step.model.name,
+                                                epoch + 1, counters, run_settings(options, *data),
+                                                *program, rank));
       log("saved " + options.save_path);
     }
     bool asked = false;

@@ -33,6 +33,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
   program->accumulate_ = spec.accumulate;
   program->eval_batch_ = eval_batch;
   program->init_ = step.model.init;
+  program->comm_ = comm;
   program->state_shapes_ = step.persistent;
   // Evaluation fits the same budget: at eval_batch, or else at the largest
   // divisor of it whose plan fits (so the test set stays whole batches).
@@ -105,20 +106,83 @@ bool TrainingProgram::is_model_state(const std::string& name) const {
   return v.valid() && g.value(v).role == Role::state;
 }
 
-Status TrainingProgram::load_state(const StateStore& state) {
+namespace {
+
+// The bucket of sharded state `sharded`, from the per-parameter states of
+// `state` (plain), each packed in its parameter's layout at its offsets.
+Result<std::vector<float>> pack_bucket(const ShardedState& sharded, const StateStore& state) {
+  const BucketAttrs& a = sharded.bucket;
+  std::vector<float> bucket(static_cast<size_t>(a.size), 0.0f);
+  size_t d = 0;
+  for (size_t i = 0; i < sharded.parameters.size(); ++i) {
+    const Shape shape(a.dims.begin() + static_cast<std::ptrdiff_t>(d),
+                      a.dims.begin() + static_cast<std::ptrdiff_t>(d + static_cast<size_t>(a.ndims[i])));
+    d += static_cast<size_t>(a.ndims[i]);
+    const std::string name = sharded.parameters[i] + sharded.suffix;
+    const std::vector<float>* plain = state.find(name);
+    if (!plain || plain->size() != static_cast<size_t>(num_elements(shape))) {
+      return Status::error("state '" + name + "' is missing or has the wrong size");
+    }
+    pack_layout(plain->data(), shape, sharded.layouts[i], bucket.data() + a.offsets[i]);
+  }
+  return bucket;
+}
+
+// The per-parameter states of a whole bucket into `state`, plain.
+void unpack_bucket(const ShardedState& sharded, const std::vector<float>& bucket, StateStore& state) {
+  const BucketAttrs& a = sharded.bucket;
+  size_t d = 0;
+  for (size_t i = 0; i < sharded.parameters.size(); ++i) {
+    const Shape shape(a.dims.begin() + static_cast<std::ptrdiff_t>(d),
+                      a.dims.begin() + static_cast<std::ptrdiff_t>(d + static_cast<size_t>(a.ndims[i])));
+    d += static_cast<size_t>(a.ndims[i]);
+    std::vector<float>& plain = state[sharded.parameters[i] + sharded.suffix];
+    plain.resize(static_cast<size_t>(num_elements(shape)));
+    unpack_layout(bucket.data() + a.offsets[i], shape, sharded.layouts[i], plain.data());
+  }
+}
+
+}  // namespace
+
+Status TrainingProgram::load_state(const StateStore& given) {
+  // Sharded, this rank keeps its block of each bucket of optimizer state.
+  StateStore sharded_copy;
+  const bool sharded = !step_.zero.states.empty();
+  if (sharded) {
+    sharded_copy = given;
+    for (const ShardedState& s : step_.zero.states) {
+      MEMFIT_ASSIGN_OR_RETURN(std::vector<float> bucket, pack_bucket(s, given));
+      const auto block = static_cast<size_t>(s.bucket.block());
+      const auto first = bucket.begin() + static_cast<std::ptrdiff_t>(block * static_cast<size_t>(s.bucket.rank));
+      sharded_copy[s.name].assign(first, first + static_cast<std::ptrdiff_t>(block));
+    }
+  }
+  const StateStore& state = sharded ? sharded_copy : given;
   MEMFIT_RETURN_IF_ERROR(step_.apply->load_state(state));
   if (step_.accumulate_only) MEMFIT_RETURN_IF_ERROR(step_.accumulate_only->load_state(state));
   holder_ = step_.apply.get();
   return Status::ok();
 }
 
-void TrainingProgram::store_state(StateStore& state) const {
+Status TrainingProgram::store_state(StateStore& state) const {
   MEMFIT_CHECK(holder_ != nullptr);
   // The other executable first: the holder's values are the newer ones.
   for (const Executable* exe : {step_.apply.get(), step_.accumulate_only.get()}) {
     if (exe != nullptr && exe != holder_) exe->store_state(state);
   }
   holder_->store_state(state);
+  // Sharded: every rank's blocks, summed into whole buckets (the other
+  // ranks' blocks are zeros here), then per parameter.
+  for (const ShardedState& s : step_.zero.states) {
+    MEMFIT_CHECK(comm_ != nullptr);
+    std::vector<float> bucket(static_cast<size_t>(s.bucket.size), 0.0f);
+    const std::vector<float>& mine = state[s.name];
+    std::copy(mine.begin(), mine.end(),
+              bucket.begin() + static_cast<std::ptrdiff_t>(s.bucket.block() * s.bucket.rank));
+    MEMFIT_RETURN_IF_ERROR(comm_->all_reduce_sum(bucket.data(), bucket.size()));
+    unpack_bucket(s, bucket, state);
+  }
+  return Status::ok();
 }
 
 Result<float> TrainingProgram::micro_step(const Feeds& feeds, uint64_t seed, float lr_scale,

@@ -44,8 +44,11 @@ class TrainingProgram {
   // The state lives in the step's arena from one micro-batch to the next:
   // load_state copies it in (before the first micro-batch, or to replace it);
   // store_state copies it out as the last micro-batch left it (checkpoints).
+  // Both speak of the per-parameter state of state_shapes(); with --shard,
+  // load_state keeps this rank's blocks of it, and store_state gathers
+  // every rank's: then every rank must call it at once (a collective).
   Status load_state(const StateStore& state);
-  void store_state(StateStore& state) const;
+  Status store_state(StateStore& state) const;
 
   // Runs one micro-batch (every data input of the model, labels included) on
   // the state in the arena and returns its loss.
@@ -98,6 +101,7 @@ class TrainingProgram {
   // > 1 the two take turns; state moves between them when they switch);
   // null until load_state.
   Executable* holder_ = nullptr;
+  Communicator* comm_ = nullptr;  // the ranks (data parallel); null: one process
 };
 
 }  // namespace memfit

@@ -12,7 +12,8 @@
 # statistics, as DistributedDataParallel does, where one process normalizes
 # all 16 together: the runs compute different (equally valid) functions, so
 # only the losses' agreement (within 10%) and training's progress are checked.
-# Then a rank killed with SIGKILL must end the job, and its checkpoint resume.
+# ZeRO's two stages must give the unsharded run's bits. Then a rank killed
+# with SIGKILL must end the job, and its checkpoint resume.
 # Usage: cli_mpi.sh MEMFIT CHECKPOINT_DIFF MPIEXEC
 set -euo pipefail
 memfit="$1"
@@ -52,6 +53,23 @@ for model in mlp lenet; do
   # Losses print with 4 decimals: they agree to the last one shown.
   compare_losses "$model" 2e-4
   "$diff_tool" "$dir/$model.2.ckpt" "$dir/$model.1.ckpt" 1e-5
+done
+
+# ZeRO over MPI: two ranks sharding the optimizer state, and the gradients,
+# give the unsharded ranks' parameters and optimizer state bit for bit (with
+# two ranks, the reduce-scatter and the all-reduce both add the same two
+# partial sums); the checkpoint holds the same per-parameter state.
+for shard in optimizer gradients; do
+  "$mpiexec" -np 2 "$memfit" train --batch 8 --check-replicas --save "$dir/lenet.$shard.ckpt" \
+    --model lenet --no-dropout --optimizer adamw --shard "$shard" --synthetic --limit 320 \
+    --epochs 1 --schedule constant --threads 1 --log-every 1 --seed 7 >"$dir/$shard.log" 2>&1 ||
+    { cat "$dir/$shard.log"; exit 1; }
+done
+"$mpiexec" -np 2 "$memfit" train --batch 8 --save "$dir/lenet.adamw.ckpt" --model lenet \
+  --no-dropout --optimizer adamw --synthetic --limit 320 --epochs 1 --schedule constant \
+  --threads 1 --log-every 1 --seed 7 >"$dir/adamw.log" 2>&1 || { cat "$dir/adamw.log"; exit 1; }
+for shard in optimizer gradients; do
+  "$diff_tool" "$dir/lenet.$shard.ckpt" "$dir/lenet.adamw.ckpt" 0
 done
 
 run_pair resnet --model resnet-cifar --depth 20

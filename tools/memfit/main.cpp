@@ -273,6 +273,12 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
                   "thread runs no faster, and plans predict with it (0: unlimited, predicted as "
                   "10)")
       ->check(kNonNegative);
+  add_choice(cmd, "--shard", spec.shard,
+             {{"none", memfit::Shard::none},
+              {"optimizer", memfit::Shard::optimizer},
+              {"gradients", memfit::Shard::gradients}},
+             "data parallel (ZeRO): each rank keeps the optimizer state of 1/N of the parameters "
+             "(optimizer), and also only 1/N of the summed gradients (gradients); default none");
   add_technique_flags(cmd, spec);
 }
 

@@ -105,8 +105,11 @@ void ref_fill(const RefCall& call);
 // ref_swap.cpp
 void ref_copy(const RefCall& call);       // to_host, to_device, reorder (plain to plain)
 void ref_swap_wait(const RefCall& call);  // nothing to compute: the executor waits
-void ref_bucket_pack(const RefCall& call);    // all_reduce_start: gradients into the bucket
-void ref_bucket_unpack(const RefCall& call);  // all_reduce_wait: the bucket into gradients
+void ref_bucket_pack(const RefCall& call);    // all_reduce_start, reduce_scatter_start
+void ref_bucket_unpack(const RefCall& call);  // all_reduce_wait, all_gather_wait
+void ref_reduce_scatter_wait(const RefCall& call);
+void ref_shard_pack(const RefCall& call);
+void ref_all_gather_start(const RefCall& call);
 
 // ref_optimizer.cpp
 void ref_sgd_update(const RefCall& call);

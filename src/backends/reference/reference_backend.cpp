@@ -167,9 +167,17 @@ RefKernelFn reference_kernel(OpKind op) {
     case OpKind::swap_wait:
       return &ref_swap_wait;
     case OpKind::all_reduce_start:
+    case OpKind::reduce_scatter_start:
       return &ref_bucket_pack;
     case OpKind::all_reduce_wait:
+    case OpKind::all_gather_wait:
       return &ref_bucket_unpack;
+    case OpKind::reduce_scatter_wait:
+      return &ref_reduce_scatter_wait;
+    case OpKind::shard_pack:
+      return &ref_shard_pack;
+    case OpKind::all_gather_start:
+      return &ref_all_gather_start;
   }
   MEMFIT_CHECK(false);  // an OpKind outside the list
   return nullptr;
@@ -207,8 +215,7 @@ class ReferenceBackend final : public Backend {
   Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId id) const override {
     const Node& node = graph.node(id);
     // Copy ops and the all-reduce's buckets move bytes in any layout.
-    const bool moves_bytes = op_info(node.op).copy || node.op == OpKind::all_reduce_start ||
-                             node.op == OpKind::all_reduce_wait;
+    const bool moves_bytes = op_info(node.op).copy || std::holds_alternative<BucketAttrs>(node.attrs);
     if (!moves_bytes) {
       for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
         for (ValueId v : *values) {
