@@ -102,7 +102,11 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   std::string out = "memfit maxbatch: " + request.step.model.name + ", budget " +
                     human_bytes(request.step.budget) + ", sharing " + (t.share ? "on" : "off") +
                     ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
-                    std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) + "\n";
+                    std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) +
+                    (p.ranks > 1 ? ", one rank of " + std::to_string(p.ranks) + " (--shard " +
+                                       std::string(shard_name(request.step.shard)) + ")"
+                                 : "") +
+                    "\n";
   const bool batch = report.vary == Capacity::batch;
   const std::string larger = batch ? "larger batches" : "longer sequences";
   out += std::string(batch ? "  max batch            " : "  max seq-len          ") +
@@ -151,6 +155,8 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
   field("policy", quoted(policy_of(t)));
   field("auto_choice", quoted(p.auto_choice));
   field("recomputed_values", std::to_string(p.recomputed_values));
+  field("ranks", std::to_string(p.ranks));
+  field("shard", quoted(shard_name(request.step.shard)));
   if (report.vary == Capacity::batch) {
     field("max_batch", std::to_string(report.max_batch));
   } else {

@@ -263,10 +263,13 @@ Result<TrainReport> train(const TrainOptions& given,
   if (ranks > 1) {
     const AllReduceSummary& sums = program->all_reduce_summary();
     log(format("data parallel: %lld ranks (%s), %lld examples per micro-batch (%lld per rank); "
-               "gradients summed in %zu buckets (%zu bytes, the largest %zu) of --bucket-mb %g",
+               "gradients summed in %zu buckets (%zu bytes, the largest %zu) of --bucket-mb %g%s",
                static_cast<long long>(ranks), comm.kind(), static_cast<long long>(batch * ranks),
                static_cast<long long>(batch), sums.buckets, sums.bytes, sums.largest_bucket,
-               options.step.bucket_mb));
+               options.step.bucket_mb,
+               options.step.shard == Shard::optimizer   ? "; optimizer state sharded (ZeRO-1)"
+               : options.step.shard == Shard::gradients ? "; optimizer state and gradients sharded (ZeRO-2)"
+                                                        : ""));
   }
   log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
