@@ -26,6 +26,18 @@ for args in "train --lr nan" "train --lr inf" "train --lr -0.1" "train --weight-
     fail "'memfit $args' does not say the range: $out"
   if grep -q "1797693" <<<"$out"; then fail "'memfit $args' printed the largest double"; fi
 done
+# Data parallel flags: out of range, or sharding without ranks to shard over.
+for args in "plan --model mlp --batch 4 --ranks 0" "plan --model mlp --batch 4 --bucket-mb -1" \
+            "plan --model mlp --batch 4 --comm-gbps -1" "plan --model mlp --batch 4 --shard all"; do
+  out=$("$memfit" $args 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
+done
+for args in "plan --model mlp --batch 4 --shard optimizer" "train --shard gradients" \
+            "plan --model mlp --batch 4 --ranks 2 --shard optimizer --accumulate 2"; do
+  out=$("$memfit" $args 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
+  grep -Eq -- "--shard (divides|does not combine)" <<<"$out" || fail "'memfit $args': $out"
+done
 out=$("$memfit" train --data /nonexistent/dir 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "missing data exited $rc, not 1"
 grep -q "dataset-fashion-mnist" <<<"$out" || fail "missing data: no install hint: $out"

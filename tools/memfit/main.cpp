@@ -564,6 +564,15 @@ int main(int argc, char** argv) {
     if (!cmd->parsed()) continue;
     const memfit::Status checked = memfit::check_step_spec(*spec);
     if (!checked.is_ok()) return usage_error(cmd->get_name(), checked.message());
+    // Ranks come from mpirun for train, from --ranks for plan and maxbatch.
+    const bool one_rank = cmd == train_cmd ? !memfit::launched_by_mpi() : spec->ranks == 1;
+    if (spec->shard != memfit::Shard::none && one_rank) {
+      return usage_error(cmd->get_name(),
+                         cmd == train_cmd
+                             ? "--shard divides state among the ranks of mpirun -np N; run under "
+                               "mpirun, or drop --shard"
+                             : "--shard divides state among ranks: add --ranks N (N > 1)");
+    }
   }
   // An allocation that fails although the run was checked against the
   // machine's memory (another process took it meanwhile) is reported, never
