@@ -301,6 +301,22 @@ TEST(Zero, ResumesWithOtherRanksAndShards) {
   EXPECT_LT(largest_difference(resumed.checkpoint, straight.checkpoint), 1e-5);
 }
 
+// Recomputation and swapping change where values live, not what the ranks
+// compute: the ranks' parameters are those of the plain data-parallel step.
+TEST(DataParallel, TechniquesKeepTheBits) {
+  testing::ScratchDir dir;
+  TrainOptions plain = small_run("lenet", 8);
+  plain.limit = 10 * 16;
+  const RankRun base = train_on_threads(plain, 2, dir.file("plain.ckpt"));
+  TrainOptions rewritten = plain;
+  rewritten.step.recompute = Recompute::sqrt;
+  rewritten.step.swap = Swap::tflms;  // every candidate
+  rewritten.step.link_gbps = 50;
+  const RankRun run = train_on_threads(rewritten, 2, dir.file("rewritten.ckpt"));
+  EXPECT_EQ(run.losses, base.losses);
+  EXPECT_EQ(largest_difference(run.checkpoint, base.checkpoint), 0.0);
+}
+
 TEST(DataParallel, RefusesAStepSetForOtherRanks) {
   auto comms = make_thread_communicators(1);
   TrainOptions o = small_run("mlp", 4);
