@@ -62,6 +62,17 @@ std::vector<T> rank_order_sum(int size, size_t count) {
   return sum;
 }
 
+// The same sum taken from the last rank down: the data is such that, with 3
+// ranks or more, its bits differ from rank_order_sum's.
+std::vector<float> reverse_order_sum(int size, size_t count) {
+  std::vector<float> sum = rank_data<float>(size - 1, count);
+  for (int rank = size - 2; rank >= 0; --rank) {
+    std::vector<float> data = rank_data<float>(rank, count);
+    for (size_t i = 0; i < count; ++i) sum[i] += data[i];
+  }
+  return sum;
+}
+
 TEST(LocalCommunicator, EveryCollectiveIsTheIdentity) {
   auto local = make_local_communicator();
   EXPECT_EQ(local->rank(), 0);
@@ -162,14 +173,9 @@ TEST_P(ThreadCommunicators, SumIsTheRankOrderSumOnEveryRank) {
   });
   const std::vector<float> expected_floats = rank_order_sum<float>(size, count);
   const std::vector<double> expected_doubles = rank_order_sum<double>(size, count);
+  // The data is such that another order gives other bits.
   if (size >= 3) {
-    // The data is such that another order gives other bits.
-    std::vector<float> reversed = rank_data<float>(size - 1, count);
-    for (int rank = size - 2; rank >= 0; --rank) {
-      std::vector<float> data = rank_data<float>(rank, count);
-      for (size_t i = 0; i < count; ++i) reversed[i] += data[i];
-    }
-    EXPECT_FALSE(same_bits(reversed, expected_floats));
+    EXPECT_FALSE(same_bits(reverse_order_sum(size, count), expected_floats));
   }
   for (int rank = 0; rank < size; ++rank) {
     EXPECT_EQ(errors[rank], "") << "rank " << rank;
@@ -194,14 +200,9 @@ TEST_P(ThreadCommunicators, ReduceScatterIsTheRankOrderSumOfTheOwnBlock) {
   });
   // Block r of the rank-order sum of the whole buffers, taken sequentially.
   const std::vector<float> in_order = rank_order_sum<float>(size, total);
+  // The data is such that another order gives other bits.
   if (size >= 3) {
-    // The data is such that another order gives other bits.
-    std::vector<float> reversed = rank_data<float>(size - 1, total);
-    for (int rank = size - 2; rank >= 0; --rank) {
-      std::vector<float> other = rank_data<float>(rank, total);
-      for (size_t i = 0; i < total; ++i) reversed[i] += other[i];
-    }
-    EXPECT_FALSE(same_bits(reversed, in_order));
+    EXPECT_FALSE(same_bits(reverse_order_sum(size, total), in_order));
   }
   for (int rank = 0; rank < size; ++rank) {
     EXPECT_EQ(errors[rank], "") << "rank " << rank;
