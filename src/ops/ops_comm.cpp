@@ -20,6 +20,7 @@
 // the collective runs.
 #include <cstddef>
 
+#include "ops/bucket_shapes.h"
 #include "ops/op_util.h"
 
 namespace memfit {
@@ -41,15 +42,18 @@ Result<Types> bucket_types(const BucketAttrs& a, bool sharded) {
                          std::to_string(a.offsets.back()) + " in " + std::to_string(a.ranks) +
                          " equal blocks");
   }
-  Types types;
   size_t d = 0;
   for (size_t i = 0; i < a.ndims.size(); ++i) {
     if (a.ndims[i] < 0 || d + static_cast<size_t>(a.ndims[i]) > a.dims.size()) {
       return Status::error("bucket tensor " + std::to_string(i) + " has no dimensions");
     }
-    const auto first = a.dims.begin() + static_cast<std::ptrdiff_t>(d);
-    const Shape shape(first, first + static_cast<std::ptrdiff_t>(a.ndims[i]));
     d += static_cast<size_t>(a.ndims[i]);
+  }
+  if (d != a.dims.size()) return Status::error("a bucket has dimensions left over");
+  Types types;
+  const std::vector<Shape> shapes = bucket_shapes(a);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& shape = shapes[i];
     const TensorType type{shape, DType::f32};
     MEMFIT_RETURN_IF_ERROR(ops::expect_f32(type, -1, "a bucket tensor"));
     if (a.offsets[i + 1] - a.offsets[i] < num_elements(shape)) {
@@ -59,7 +63,6 @@ Result<Types> bucket_types(const BucketAttrs& a, bool sharded) {
     }
     types.push_back(type);
   }
-  if (d != a.dims.size()) return Status::error("a bucket has dimensions left over");
   return types;
 }
 
@@ -170,6 +173,16 @@ std::vector<OpExample> gather_wait_examples() {
 }
 
 }  // namespace
+
+std::vector<Shape> bucket_shapes(const BucketAttrs& a) {
+  std::vector<Shape> shapes;
+  auto first = a.dims.begin();
+  for (int64_t rank : a.ndims) {
+    shapes.emplace_back(first, first + static_cast<std::ptrdiff_t>(rank));
+    first += static_cast<std::ptrdiff_t>(rank);
+  }
+  return shapes;
+}
 
 double comm_wire_bytes(OpKind op, const BucketAttrs& a) {
   // Ring algorithms: a reduce-scatter or an all-gather sends and receives

@@ -42,10 +42,7 @@ Result<Graph> insert_all_reduce(Graph graph, int64_t ranks, size_t bucket_bytes,
     }
     starts_at[static_cast<size_t>(bucket.start)].push_back(start);
     waits_at[static_cast<size_t>(bucket.first_read)].push_back(wait);
-    ++counted.buckets;
-    counted.gradients += bucket.values.size();
-    counted.bytes += bucket.bytes;
-    counted.largest_bucket = std::max(counted.largest_bucket, bucket.bytes);
+    counted.add(bucket);
   }
   std::vector<NodeId> order;
   order.reserve(graph.num_nodes());

@@ -28,15 +28,9 @@
 #include <vector>
 
 #include "memfit/ir.h"
+#include "passes/grad_buckets.h"
 
 namespace memfit {
-
-struct AllReduceSummary {
-  size_t buckets = 0;
-  size_t gradients = 0;      // reduced values
-  size_t bytes = 0;          // their bytes, as laid out
-  size_t largest_bucket = 0;  // bytes
-};
 
 // `graph` with its gradients summed over `ranks` ranks in buckets of at least
 // `bucket_bytes` (the last one may be smaller); 0 gives each node that makes

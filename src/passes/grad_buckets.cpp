@@ -4,6 +4,13 @@
 
 namespace memfit {
 
+void AllReduceSummary::add(const GradBucket& bucket) {
+  ++buckets;
+  gradients += bucket.values.size();
+  bytes += bucket.bytes;
+  largest_bucket = std::max(largest_bucket, bucket.bytes);
+}
+
 bool is_update_op(OpKind op) { return op == OpKind::sgd_update || op == OpKind::adamw_update; }
 
 std::vector<GradBucket> gradient_buckets(const Graph& graph, size_t bucket_bytes,

@@ -23,6 +23,15 @@ struct GradBucket {
   int32_t first_read = -1;      // the first node that reads one of its values
 };
 
+// What a pass made of the buckets.
+struct AllReduceSummary {
+  size_t buckets = 0;
+  size_t gradients = 0;       // reduced values
+  size_t bytes = 0;           // their bytes, as laid out
+  size_t largest_bucket = 0;  // bytes
+  void add(const GradBucket& bucket);
+};
+
 // The buckets of `graph` in the order they close; bucket_of receives, per
 // value, its bucket (-1 for values in none).
 std::vector<GradBucket> gradient_buckets(const Graph& graph, size_t bucket_bytes,

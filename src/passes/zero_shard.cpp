@@ -137,10 +137,7 @@ Result<Graph> shard_step(Graph graph, const ShardOptions& o, ShardSummary* summa
       if (u > bucket.first_read) gather_at = std::min(gather_at, static_cast<size_t>(u));
     }
     at.gathers[gather_at].push_back(gather_wait);
-    ++counted.buckets.buckets;
-    counted.buckets.gradients += bucket.values.size();
-    counted.buckets.bytes += bucket.bytes;
-    counted.buckets.largest_bucket = std::max(counted.buckets.largest_bucket, bucket.bytes);
+    counted.buckets.add(bucket);
   }
   // Parameters are replaced by their gathered values; the dropped updates'
   // per-parameter state is gone with them.

@@ -112,19 +112,18 @@ void Executable::set_up(bool poison) {
 
   // Events: a compute node waits for the copies whose outputs it reads;
   // swap_wait waits for the to_host that made its input 1. Copy nodes reading
-  // copy outputs need no event: the copy stream runs in issue order.
+  // copy outputs need no event: the copy stream runs in issue order. Any node
+  // that reads a comm node's bucket waits for its collective.
   waits_for_.resize(scheduled.num_nodes());
   comm_waits_for_.resize(scheduled.num_nodes());
-  bool has_comm = false;
   for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
-    has_comm = has_comm || op_info(scheduled.nodes()[n].op).comm;
-    for (ValueId v : scheduled.nodes()[n].inputs) {
+    const Node& node = scheduled.nodes()[n];
+    for (ValueId v : node.inputs) {
       const NodeId producer = scheduled.value(v).producer;
       if (producer.valid() && op_info(scheduled.node(producer).op).comm) {
         comm_waits_for_[n].push_back(producer.index);
       }
     }
-    const Node& node = scheduled.nodes()[n];
     std::vector<ValueId> awaited;
     if (node.op == OpKind::swap_wait) {
       awaited.push_back(node.inputs[1]);
@@ -144,7 +143,7 @@ void Executable::set_up(bool poison) {
   if (has_copy_nodes(scheduled)) {
     copies_ = std::make_unique<CopyEngine>(options_.link_gbps * 1e9);
   }
-  if (has_comm) comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
+  if (has_comm_nodes(scheduled)) comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
   if (poison) {
     // On another executable's arena, the state band is theirs too: left as it is.
     const bool shared = arena_.use_count() > 1;

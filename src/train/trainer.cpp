@@ -1,5 +1,6 @@
 // The training loop of `memfit train`: data, epochs, accumulation, evaluation,
 // checkpoints and progress lines.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -129,16 +130,18 @@ Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_
 // updates its own from its own rows while it trains (as DistributedDataParallel
 // without broadcast_buffers); evaluation and checkpoints use rank 0's.
 Status share_rank0_model_state(Communicator& comm, TrainingProgram& program) {
+  const auto& shapes = program.state_shapes();
+  const bool any = std::any_of(shapes.begin(), shapes.end(),
+                               [&](const auto& entry) { return program.is_model_state(entry.first); });
+  if (!any) return Status::ok();  // no batch norm: nothing to copy in and out
   StateStore state;
   MEMFIT_RETURN_IF_ERROR(program.store_state(state));
-  bool any = false;
-  for (const auto& [name, shape] : program.state_shapes()) {
+  for (const auto& [name, shape] : shapes) {
     if (!program.is_model_state(name)) continue;
     std::vector<float>& data = state[name];
     MEMFIT_RETURN_IF_ERROR(comm.broadcast(data.data(), data.size() * sizeof(float), 0));
-    any = true;
   }
-  return any ? program.load_state(state) : Status::ok();
+  return program.load_state(state);
 }
 
 // Rank 0's state and position, on every rank.

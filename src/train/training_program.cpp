@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/host_memory.h"
 #include "core/random.h"
+#include "ops/bucket_shapes.h"
 #include "ops/typed_graph.h"
 #include "step/step_budget.h"
 
@@ -113,11 +114,9 @@ namespace {
 Result<std::vector<float>> pack_bucket(const ShardedState& sharded, const StateStore& state) {
   const BucketAttrs& a = sharded.bucket;
   std::vector<float> bucket(static_cast<size_t>(a.size), 0.0f);
-  size_t d = 0;
+  const std::vector<Shape> shapes = bucket_shapes(a);
   for (size_t i = 0; i < sharded.parameters.size(); ++i) {
-    const Shape shape(a.dims.begin() + static_cast<std::ptrdiff_t>(d),
-                      a.dims.begin() + static_cast<std::ptrdiff_t>(d + static_cast<size_t>(a.ndims[i])));
-    d += static_cast<size_t>(a.ndims[i]);
+    const Shape& shape = shapes[i];
     const std::string name = sharded.parameters[i] + sharded.suffix;
     const std::vector<float>* plain = state.find(name);
     if (!plain || plain->size() != static_cast<size_t>(num_elements(shape))) {
@@ -131,11 +130,9 @@ Result<std::vector<float>> pack_bucket(const ShardedState& sharded, const StateS
 // The per-parameter states of a whole bucket into `state`, plain.
 void unpack_bucket(const ShardedState& sharded, const std::vector<float>& bucket, StateStore& state) {
   const BucketAttrs& a = sharded.bucket;
-  size_t d = 0;
+  const std::vector<Shape> shapes = bucket_shapes(a);
   for (size_t i = 0; i < sharded.parameters.size(); ++i) {
-    const Shape shape(a.dims.begin() + static_cast<std::ptrdiff_t>(d),
-                      a.dims.begin() + static_cast<std::ptrdiff_t>(d + static_cast<size_t>(a.ndims[i])));
-    d += static_cast<size_t>(a.ndims[i]);
+    const Shape& shape = shapes[i];
     std::vector<float>& plain = state[sharded.parameters[i] + sharded.suffix];
     plain.resize(static_cast<size_t>(num_elements(shape)));
     unpack_layout(bucket.data() + a.offsets[i], shape, sharded.layouts[i], plain.data());
