@@ -14,6 +14,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer: the fuzz targets of the readers (fuzz/)
   libopenmpi-dev openmpi-bin  # MPI: data-parallel training across processes and machines
   iproute2                  # ip netns: the two-host data-parallel test
+  libonnx-dev libprotobuf-dev  # ONNX: users' models in (--onnx) and trained ones out (--save-onnx)
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
 )
 sudo=""

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,10 +13,20 @@
 
 namespace memfit {
 
-// How a persistent value starts: zeros, ones, or uniform(-bound, bound).
+// How a persistent value starts: zeros, ones, uniform(-bound, bound), or
+// given values (an imported model's weights: its elements, row-major).
 struct Init {
-  enum class Kind { zeros, ones, uniform } kind = Kind::zeros;
+  enum class Kind { zeros, ones, uniform, values } kind = Kind::zeros;
   float bound = 0.0f;
+  std::shared_ptr<const std::vector<float>> values;  // Kind::values
+
+  Init() = default;
+  Init(Kind kind_, float bound_) : kind(kind_), bound(bound_) {}
+  static Init of(std::vector<float> given) {
+    Init init(Kind::values, 0.0f);
+    init.values = std::make_shared<const std::vector<float>>(std::move(given));
+    return init;
+  }
 };
 
 // What a model reads, and so which synthetic data set can train it. The
@@ -151,6 +162,11 @@ class ModelBuilder {
 // refused when it is not 0.
 struct ModelOptions {
   std::string name;
+  // An ONNX file to take the model from instead of the zoo (src/onnx/), with
+  // the loss `loss` over its first output; name then names the model in
+  // messages, and the zoo's size options must stay 0.
+  std::string onnx = {};
+  std::string loss = {};  // cross-entropy or mse; empty: cross-entropy (ONNX models only)
   int64_t batch = 64;
   int64_t image_size = 0;  // side of the square input image
   int64_t classes = 0;     // outputs of the classifier

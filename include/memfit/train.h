@@ -27,6 +27,8 @@ struct TrainOptions {
   std::string data_dir;     // empty: Debian's /usr/share/datasets/fashion-mnist
   std::string save_path;    // checkpoint written after every epoch; empty: none
   std::string resume_path;  // checkpoint to continue from; empty: start afresh
+  std::string save_onnx_path;  // the ONNX model (step.model.onnx) with the trained weights,
+                               // written at the end of the run; empty: none
   bool poison = false;      // fill memory with NaN as soon as its value dies
   int64_t limit = 0;        // Fashion-MNIST: use only the first `limit` training and test
                             // examples (0: all); synthetic: training examples (0: 1024)

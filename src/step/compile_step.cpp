@@ -1,5 +1,6 @@
 #include "step/compile_step.h"
 
+#include "onnx/model_source.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
 #include "passes/fuse_forward_ops.h"
@@ -40,7 +41,7 @@ Model fused_model(Model model) {
 Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
                                bool fuse, int64_t ranks) {
-  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(options, true));
+  MEMFIT_ASSIGN_OR_RETURN(Model model, make_model(options, true));
   if (fuse) model = fused_model(std::move(model));
   Graph& g = model.graph;
   MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,

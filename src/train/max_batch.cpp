@@ -55,6 +55,10 @@ std::string_view capacity_name(Capacity c) { return c == Capacity::batch ? "batc
 Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary) {
   if (request.step.budget == 0) return Status::error("maxbatch needs a budget: give --budget");
   MEMFIT_RETURN_IF_ERROR(check_step_spec(request.step));
+  if (vary == Capacity::seq_len && !request.step.model.onnx.empty()) {
+    return Status::error("--vary seq-len needs a zoo sequence model; an ONNX model's sequence "
+                         "length is fixed in its file (vary the batch instead)");
+  }
   if (vary == Capacity::seq_len) {
     MEMFIT_ASSIGN_OR_RETURN(const ModelInfo info, model_info(request.step.model.name));
     if (info.data != DataKind::tokens && info.data != DataKind::pairs) {

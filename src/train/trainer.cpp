@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "memfit/train.h"
+#include "onnx/model_source.h"
 #include "runtime/step_profile.h"
 #include "core/output_path.h"
 #include "train/checkpoint.h"
@@ -166,6 +167,10 @@ Status check_options(const TrainOptions& o) {
   // Where the run will write, checked before it trains.
   if (!o.save_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_path, "--save"));
   if (!o.trace_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.trace_path, "--trace"));
+  if (!o.save_onnx_path.empty()) {
+    if (o.step.model.onnx.empty()) return Status::error("--save-onnx needs a model from --onnx");
+    MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_onnx_path, "--save-onnx"));
+  }
   return Status::ok();
 }
 
@@ -174,7 +179,7 @@ Status check_options(const TrainOptions& o) {
 Status check_fits_fashion_mnist(const ModelOptions& options) {
   ModelOptions one = options;
   one.batch = 1;
-  MEMFIT_ASSIGN_OR_RETURN(Model model, build_model(one, false));
+  MEMFIT_ASSIGN_OR_RETURN(Model model, make_model(one, false));
   const Value& input = model.graph.value(model.inputs.at(0));
   const int64_t classes = model.graph.value(model.logits).type.shape.at(1);
   if (input.name == "images" && input.type.shape == Shape{1, 1, 28, 28} && classes == 10) {
@@ -195,8 +200,8 @@ Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
     const int64_t train_count = options.limit > 0 ? options.limit : std::max<int64_t>(1024, per_step);
     const int64_t eval_batch = program.eval_batch();
     const int64_t test_count = std::max<int64_t>(1, 256 / eval_batch) * eval_batch;
-    MEMFIT_ASSIGN_OR_RETURN(ModelInfo info, model_info(options.step.model.name));
-    return synthetic_source(info.data, program.model(), train_count, test_count, options.seed);
+    MEMFIT_ASSIGN_OR_RETURN(const DataKind kind, model_data_kind(options.step.model, program.model()));
+    return synthetic_source(kind, program.model(), train_count, test_count, options.seed);
   }
   const std::string dir = options.data_dir.empty() ? kDefaultFashionMnistDir : options.data_dir;
   MEMFIT_ASSIGN_OR_RETURN(ImageDataset train_set, load_fashion_mnist(dir, true));
@@ -490,6 +495,14 @@ Result<TrainReport> train(const TrainOptions& given,
   if (!options.trace_path.empty() && rank == 0) {
     MEMFIT_RETURN_IF_ERROR(write_chrome_trace(program->step_executable(), options.trace_path));
     log("trace of the last step written to " + options.trace_path);
+  }
+  if (!options.save_onnx_path.empty()) {
+    StateStore state;
+    MEMFIT_RETURN_IF_ERROR(program->store_state(state));  // every rank: sharded state is gathered
+    if (rank == 0) {
+      MEMFIT_RETURN_IF_ERROR(save_trained_onnx(options.step.model, state.tensors(), options.save_onnx_path));
+      log("saved the trained model to " + options.save_onnx_path);
+    }
   }
   report.examples_per_second = train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
   report.arena_bytes = program->arena_bytes();

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/host_memory.h"
 #include "core/random.h"
+#include "onnx/model_source.h"
 #include "ops/bucket_shapes.h"
 #include "ops/typed_graph.h"
 #include "step/step_budget.h"
@@ -45,7 +46,7 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
     if (eval_batch % batch != 0) continue;
     ModelOptions eval_options = spec.model;
     eval_options.batch = batch;
-    MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, build_model(eval_options, false));
+    MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, make_model(eval_options, false));
     Graph eval_graph = remove_dead_nodes(program->eval_model_.graph);
     if (spec.blocked_layouts) {
       MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
@@ -95,6 +96,9 @@ void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
           break;
         case Init::Kind::uniform:
           data[i] = (2.0f * random_uniform(seed, 0, key, i) - 1.0f) * init.bound;
+          break;
+        case Init::Kind::values:
+          data[i] = (*init.values)[i];
           break;
       }
     }

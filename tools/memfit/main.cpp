@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <new>
@@ -126,6 +127,13 @@ void add_model_flags(CLI::App* cmd, memfit::ModelOptions& model) {
   cmd->add_option("--model", model.name, "model (memfit models lists them)")
       ->check(CLI::IsMember(memfit::model_names()))
       ->capture_default_str();
+  cmd->add_option("--onnx", model.onnx,
+                  "take the model from this ONNX file (opset 13 to 17) instead of --model; "
+                  "its first dimension is the batch")
+      ->excludes("--model");
+  add_choice(cmd, "--loss", model.loss, {{"cross-entropy", "cross-entropy"}, {"mse", "mse"}},
+             "--onnx: the loss over the model's first output: cross-entropy (classes last, "
+             "integer labels) or mse (labels of the output's shape)");
   cmd->add_option("--batch", model.batch, "examples per micro-batch")
       ->check(kPositive)
       ->capture_default_str();
@@ -320,6 +328,8 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
                   "/usr/share/datasets/fashion-mnist)");
   cmd->add_option("--save", train.save_path, "write a checkpoint here after every epoch");
   cmd->add_option("--resume", train.resume_path, "continue from this checkpoint");
+  cmd->add_option("--save-onnx", train.save_onnx_path,
+                  "--onnx: write the model with its trained weights to this ONNX file at the end");
   cmd->add_flag("--poison", train.poison,
                 "fill memory with NaN as soon as its value dies (checks the plan)");
   cmd->add_option("--limit", train.limit,
@@ -516,7 +526,6 @@ int main(int argc, char** argv) {
   auto* plan_cmd =
       app.add_subcommand("plan", "plan the memory of one training step, without running it");
   add_step_flags(plan_cmd, plan.step);
-  plan_cmd->get_option("--model")->required();
   plan_cmd->get_option("--batch")->required();
   plan_cmd->add_flag("--json", plan_output.json, "print the report as one JSON object");
   plan_cmd->add_option("--timeline", plan_output.timeline_path,
@@ -533,7 +542,6 @@ int main(int argc, char** argv) {
       "find the largest batch (or, with --vary seq-len, the longest sequence) whose training "
       "step fits a budget (plans only)");
   add_step_flags(max_cmd, max_request.step);
-  max_cmd->get_option("--model")->required();
   max_cmd->get_option("--budget")->required();
   add_ranks_flag(max_cmd, max_request.step);
   memfit::Capacity max_vary = memfit::Capacity::batch;
@@ -562,6 +570,14 @@ int main(int argc, char** argv) {
   for (auto [cmd, spec] : {std::pair{train_cmd, &train.step}, std::pair{plan_cmd, &plan.step},
                            std::pair{max_cmd, &max_request.step}}) {
     if (!cmd->parsed()) continue;
+    if (cmd != train_cmd && cmd->count("--model") == 0 && cmd->count("--onnx") == 0) {
+      return usage_error(cmd->get_name(), "give --model NAME or --onnx FILE");
+    }
+    if (!spec->model.onnx.empty()) {
+      spec->model.name = std::filesystem::path(spec->model.onnx).stem().string();
+    } else if (!spec->model.loss.empty()) {
+      return usage_error(cmd->get_name(), "--loss applies to --onnx models; a zoo model has its own loss");
+    }
     const memfit::Status checked = memfit::check_step_spec(*spec);
     if (!checked.is_ok()) return usage_error(cmd->get_name(), checked.message());
     // Ranks come from mpirun for train, from --ranks for plan and maxbatch.

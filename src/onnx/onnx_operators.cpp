@@ -1,0 +1,778 @@
+// Each supported ONNX operator mapped onto ops of memfit's table, for nodes
+// that compute on the graph's values (fold_constants.cpp folds the rest).
+// A mapping checks every attribute it reads and refuses what it cannot map.
+#ifdef MEMFIT_HAVE_ONNX
+#include <cmath>
+#include <numeric>
+
+#include "onnx/import_context.h"
+#include "ops/op_util.h"
+
+namespace memfit {
+namespace {
+
+using Ctx = ImportContext;
+
+Result<int64_t> axis_of(Ctx& ctx, int64_t axis, size_t rank) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
+Status bind(Ctx& ctx, Result<ValueId> v) {
+  if (!v) return v.status();
+  ctx.set_output(0, *v);
+  return Status::ok();
+}
+
+// A unary op on input 0.
+OperatorMapping unary(OpKind op) {
+  return [op](Ctx& ctx) -> Status {
+    MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+    return bind(ctx, ctx.op(op, {x}));
+  };
+}
+
+Status identity(Ctx& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  ctx.set_output(0, x);
+  return Status::ok();
+}
+
+// The single element of a known input, or nullopt when the input is
+// computed, a weight, or has more than one element.
+std::optional<float> scalar_of(Ctx& ctx, int i) {
+  if (!ctx.is_constant(i) || ctx.is_weight(i)) return std::nullopt;
+  auto t = ctx.constant(i);
+  if (!t || t->elements() != 1) return std::nullopt;
+  return static_cast<float>(t->number(0));
+}
+
+const GeluPart* gelu_part(Ctx& ctx, int i) {
+  if (!ctx.has_input(i)) return nullptr;
+  const auto it = ctx.gelu_parts().find(ctx.node().input(i));
+  return it == ctx.gelu_parts().end() ? nullptr : &it->second;
+}
+
+// The input of scale(x, alpha) when v is such a node with that alpha.
+ValueId scaled_from(Ctx& ctx, ValueId v, float alpha) {
+  const Value& value = ctx.graph().value(v);
+  if (!value.producer.valid()) return ValueId();
+  const Node& node = ctx.graph().node(value.producer);
+  if (node.op != OpKind::scale) return ValueId();
+  if (std::abs(std::get<ScaleAttrs>(node.attrs).alpha - alpha) > 1e-6f * std::abs(alpha)) {
+    return ValueId();
+  }
+  return node.inputs[0];
+}
+
+Status erf(Ctx& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId d, ctx.value(0));
+  const ValueId x = scaled_from(ctx, d, static_cast<float>(1.0 / std::sqrt(2.0)));
+  if (!x.valid()) {
+    return ctx.error("Erf is supported only inside GELU, x * 0.5 * (1 + erf(x / sqrt(2)))");
+  }
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId g, ctx.op(OpKind::gelu, {x}));
+  ctx.gelu_parts()[ctx.node().output(0)] = GeluPart{GeluPart::erf, x, g};
+  return Status::ok();
+}
+
+// Add(erf, 1) -> 1 + erf; Mul(1 + erf, x) -> 2 gelu(x); Mul(1 + erf, x / 2) -> gelu(x).
+Result<bool> gelu_step(Ctx& ctx, const std::string& op) {
+  for (int side = 0; side < 2; ++side) {
+    const GeluPart* part = gelu_part(ctx, side);
+    if (part == nullptr) continue;
+    const int other = 1 - side;
+    if (op == "Add" && part->stage == GeluPart::erf && scalar_of(ctx, other) == 1.0f) {
+      ctx.gelu_parts()[ctx.node().output(0)] = GeluPart{GeluPart::one_plus_erf, part->x, part->gelu};
+      return true;
+    }
+    if (op == "Mul" && part->stage == GeluPart::one_plus_erf && !ctx.is_constant(other)) {
+      MEMFIT_ASSIGN_OR_RETURN(const ValueId y, ctx.value(other));
+      if (y == part->x) {
+        MEMFIT_RETURN_IF_ERROR(bind(ctx, ctx.op(OpKind::scale, {part->gelu}, ScaleAttrs{2.0f})));
+        return true;
+      }
+      if (scaled_from(ctx, y, 0.5f) == part->x) {
+        ctx.set_output(0, part->gelu);
+        return true;
+      }
+    }
+    return ctx.error("Erf is supported only inside GELU, x * 0.5 * (1 + erf(x / sqrt(2)))");
+  }
+  return false;
+}
+
+// Add, Sub, Mul, Div with numpy broadcasting; a scalar constant operand
+// becomes scale (Mul, Div) or an added fill.
+OperatorMapping binary(std::string name) {
+  return [name](Ctx& ctx) -> Status {
+    MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+    if (ctx.inputs() != 2) return ctx.error("needs 2 inputs");
+    MEMFIT_ASSIGN_OR_RETURN(const bool gelu, gelu_step(ctx, name));
+    if (gelu) return Status::ok();
+    const std::optional<float> a = scalar_of(ctx, 0), b = scalar_of(ctx, 1);
+    if (name == "Mul" && (a || b)) {
+      MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(a ? 1 : 0));
+      return bind(ctx, ctx.op(OpKind::scale, {x}, ScaleAttrs{a ? *a : *b}));
+    }
+    if (name == "Div" && b) {
+      MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+      return bind(ctx, ctx.op(OpKind::scale, {x}, ScaleAttrs{1.0f / *b}));
+    }
+    if (name == "Div") {
+      return ctx.error("division by a tensor the graph computes is not supported (only by a constant)");
+    }
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId y, ctx.value(1));
+    const OpKind op = name == "Add" ? OpKind::add : name == "Sub" ? OpKind::sub : OpKind::mul;
+    return bind(ctx, ctx.op(op, {x, y}));
+  };
+}
+
+Status pow(Ctx& ctx) {
+  const std::optional<float> e = scalar_of(ctx, 1);
+  if (!e || (*e != 1.0f && *e != 2.0f && *e != 3.0f)) {
+    return ctx.error("only the constant exponents 1, 2 and 3 are supported");
+  }
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  if (*e == 1.0f) return bind(ctx, x);
+  MEMFIT_ASSIGN_OR_RETURN(ValueId y, ctx.op(OpKind::mul, {x, x}));
+  if (*e == 3.0f) {
+    MEMFIT_ASSIGN_OR_RETURN(y, ctx.op(OpKind::mul, {y, x}));
+  }
+  return bind(ctx, y);
+}
+
+Status matmul(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId a, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(1));
+  const Shape& sa = ctx.shape_of(a);
+  const Shape& sb = ctx.shape_of(b);
+  if (sa.size() < 2 || sb.size() < 2) return ctx.error("MatMul of a 1-D operand is not supported");
+  if (sb.size() > 2 && !std::equal(sa.begin(), sa.end() - 2, sb.begin(), sb.end() - 2)) {
+    return ctx.error("MatMul broadcasts batch dimensions " + shape_string(sa) + " x " +
+                     shape_string(sb) + "; memfit needs equal ones or a 2-D right operand");
+  }
+  return bind(ctx, ctx.op(OpKind::matmul, {a, b}, MatmulAttrs{}));
+}
+
+Status gemm(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"alpha", "beta", "transA", "transB"}));
+  MEMFIT_ASSIGN_OR_RETURN(const float alpha, ctx.attr_float("alpha", 1.0f));
+  MEMFIT_ASSIGN_OR_RETURN(const float beta, ctx.attr_float("beta", 1.0f));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t trans_a, ctx.attr_int("transA", 0));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t trans_b, ctx.attr_int("transB", 0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId a, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(1));
+  if (ctx.shape_of(a).size() != 2 || ctx.shape_of(b).size() != 2) {
+    return ctx.error("Gemm needs 2-D A and B");
+  }
+  const bool has_c = ctx.has_input(2);
+  if (trans_b && !trans_a && alpha == 1.0f && (beta == 1.0f || !has_c)) {
+    std::vector<ValueId> in = {a, b};
+    if (has_c) {
+      MEMFIT_ASSIGN_OR_RETURN(const ValueId c, ctx.value(2));
+      if (ctx.shape_of(c).size() != 1) {
+        MEMFIT_ASSIGN_OR_RETURN(const ValueId y, ctx.op(OpKind::linear, {a, b}));
+        return bind(ctx, ctx.op(OpKind::add, {y, c}));
+      }
+      in.push_back(c);
+    }
+    return bind(ctx, ctx.op(OpKind::linear, in));
+  }
+  MEMFIT_ASSIGN_OR_RETURN(ValueId y, ctx.op(OpKind::matmul, {a, b}, MatmulAttrs{trans_a != 0, trans_b != 0}));
+  if (alpha != 1.0f) {
+    MEMFIT_ASSIGN_OR_RETURN(y, ctx.op(OpKind::scale, {y}, ScaleAttrs{alpha}));
+  }
+  if (has_c && beta != 0.0f) {
+    MEMFIT_ASSIGN_OR_RETURN(ValueId c, ctx.value(2));
+    if (beta != 1.0f) {
+      MEMFIT_ASSIGN_OR_RETURN(c, ctx.op(OpKind::scale, {c}, ScaleAttrs{beta}));
+    }
+    MEMFIT_ASSIGN_OR_RETURN(y, ctx.op(OpKind::add, {y, c}));
+  }
+  return bind(ctx, y);
+}
+
+// The spatial window attributes of Conv, ConvTranspose and the pools, checked
+// against `spatial` dimensions: symmetric pads, no auto_pad.
+struct Window {
+  std::vector<int64_t> kernel, stride, pad, dilation;
+};
+Result<Window> window(Ctx& ctx, size_t spatial, const std::vector<int64_t>& kernel_fallback) {
+  MEMFIT_ASSIGN_OR_RETURN(const std::string auto_pad, ctx.attr_string("auto_pad", "NOTSET"));
+  if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    return ctx.error("auto_pad " + auto_pad + " is not supported (export with explicit pads)");
+  }
+  Window w;
+  MEMFIT_ASSIGN_OR_RETURN(w.kernel, ctx.attr_ints("kernel_shape", kernel_fallback));
+  MEMFIT_ASSIGN_OR_RETURN(w.stride, ctx.attr_ints("strides", std::vector<int64_t>(spatial, 1)));
+  MEMFIT_ASSIGN_OR_RETURN(w.dilation, ctx.attr_ints("dilations", std::vector<int64_t>(spatial, 1)));
+  MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> pads,
+                          ctx.attr_ints("pads", std::vector<int64_t>(2 * spatial, 0)));
+  if (w.kernel.size() != spatial || w.stride.size() != spatial || w.dilation.size() != spatial ||
+      pads.size() != 2 * spatial) {
+    return ctx.error("kernel_shape, strides, dilations or pads do not match " +
+                     std::to_string(spatial) + " spatial dimensions");
+  }
+  for (size_t d = 0; d < spatial; ++d) {
+    if (pads[d] != pads[d + spatial]) {
+      return ctx.error("asymmetric pads are not supported (begin " + std::to_string(pads[d]) +
+                       ", end " + std::to_string(pads[d + spatial]) + ")");
+    }
+    w.pad.push_back(pads[d]);
+  }
+  return w;
+}
+
+template <size_t N>
+std::array<int64_t, N> fixed(const std::vector<int64_t>& v) {
+  std::array<int64_t, N> a{};
+  for (size_t i = 0; i < N; ++i) a[i] = v[i];
+  return a;
+}
+
+Status conv(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId w, ctx.value(1));
+  const Shape ws = ctx.shape_of(w);
+  if (ws.size() != 4 && ws.size() != 5) return ctx.error("only 2-D and 3-D convolutions are supported");
+  const size_t spatial = ws.size() - 2;
+  MEMFIT_ASSIGN_OR_RETURN(const Window win, window(ctx, spatial, Shape(ws.begin() + 2, ws.end())));
+  if (win.kernel != Shape(ws.begin() + 2, ws.end())) return ctx.error("kernel_shape differs from the weight's");
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t group, ctx.attr_int("group", 1));
+  std::vector<ValueId> in = {x, w};
+  if (ctx.has_input(2)) {
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(2));
+    in.push_back(b);
+  }
+  if (spatial == 2) {
+    return bind(ctx, ctx.op(OpKind::conv2d, in,
+                            Conv2dAttrs{fixed<2>(win.stride), fixed<2>(win.pad), fixed<2>(win.dilation), group}));
+  }
+  return bind(ctx, ctx.op(OpKind::conv3d, in,
+                          Conv3dAttrs{fixed<3>(win.stride), fixed<3>(win.pad), fixed<3>(win.dilation), group}));
+}
+
+Status conv_transpose(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs(
+      {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "pads", "strides"}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId w, ctx.value(1));
+  const Shape ws = ctx.shape_of(w);
+  if (ws.size() != 4 && ws.size() != 5) {
+    return ctx.error("only 2-D and 3-D transposed convolutions are supported");
+  }
+  const size_t spatial = ws.size() - 2;
+  MEMFIT_ASSIGN_OR_RETURN(const Window win, window(ctx, spatial, Shape(ws.begin() + 2, ws.end())));
+  if (win.kernel != Shape(ws.begin() + 2, ws.end())) return ctx.error("kernel_shape differs from the weight's");
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t group, ctx.attr_int("group", 1));
+  MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> out_pad,
+                          ctx.attr_ints("output_padding", std::vector<int64_t>(spatial, 0)));
+  if (out_pad.size() != spatial) return ctx.error("output_padding does not match the spatial dimensions");
+  std::vector<ValueId> in = {x, w};
+  if (ctx.has_input(2)) {
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(2));
+    in.push_back(b);
+  }
+  if (spatial == 2) {
+    return bind(ctx, ctx.op(OpKind::conv_transpose2d, in,
+                            ConvTranspose2dAttrs{fixed<2>(win.stride), fixed<2>(win.pad),
+                                                 fixed<2>(out_pad), fixed<2>(win.dilation), group}));
+  }
+  return bind(ctx, ctx.op(OpKind::conv_transpose3d, in,
+                          ConvTranspose3dAttrs{fixed<3>(win.stride), fixed<3>(win.pad),
+                                               fixed<3>(out_pad), fixed<3>(win.dilation), group}));
+}
+
+OperatorMapping pool(bool max) {
+  return [max](Ctx& ctx) -> Status {
+    if (max) {
+      MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                             "pads", "storage_order", "strides"}));
+      MEMFIT_ASSIGN_OR_RETURN(const int64_t order, ctx.attr_int("storage_order", 0));
+      if (order != 0) return ctx.error("storage_order 1 is not supported");
+      if (ctx.outputs() > 1 && !ctx.node().output(1).empty()) {
+        return ctx.error("the Indices output is not supported");
+      }
+    } else {
+      MEMFIT_RETURN_IF_ERROR(ctx.only_attrs(
+          {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}));
+    }
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t ceil_mode, ctx.attr_int("ceil_mode", 0));
+    if (ceil_mode != 0) return ctx.error("ceil_mode 1 is not supported");
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t include_pad, ctx.attr_int("count_include_pad", 0));
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+    const size_t rank = ctx.shape_of(x).size();
+    if (rank != 4 && rank != 5) return ctx.error("only 2-D and 3-D pooling is supported");
+    if (ctx.attr("kernel_shape") == nullptr) return ctx.error("kernel_shape is missing");
+    MEMFIT_ASSIGN_OR_RETURN(const Window win, window(ctx, rank - 2, {}));
+    for (int64_t d : win.dilation) {
+      if (d != 1) return ctx.error("dilated pooling is not supported");
+    }
+    if (rank == 4) {
+      const Pool2dAttrs a{fixed<2>(win.kernel), fixed<2>(win.stride), fixed<2>(win.pad), include_pad != 0};
+      return bind(ctx, ctx.op(max ? OpKind::max_pool2d : OpKind::avg_pool2d, {x}, a));
+    }
+    const Pool3dAttrs a{fixed<3>(win.kernel), fixed<3>(win.stride), fixed<3>(win.pad), include_pad != 0};
+    return bind(ctx, ctx.op(max ? OpKind::max_pool3d : OpKind::avg_pool3d, {x}, a));
+  };
+}
+
+Status global_average_pool(Ctx& ctx) {
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  const size_t rank = ctx.shape_of(x).size();
+  if (rank == 4) return bind(ctx, ctx.op(OpKind::global_avg_pool, {x}));
+  if (rank < 3) return ctx.error("needs (N, C, spatial...)");
+  std::vector<int64_t> axes;
+  for (size_t d = 2; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  return bind(ctx, ctx.op(OpKind::reduce_mean, {x}, ReduceAttrs{axes, true}));
+}
+
+Status batch_normalization(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"epsilon", "momentum", "training_mode"}));
+  MEMFIT_ASSIGN_OR_RETURN(const float eps, ctx.attr_float("epsilon", 1e-5f));
+  MEMFIT_ASSIGN_OR_RETURN(const float momentum, ctx.attr_float("momentum", 0.9f));
+  for (int k = 1; k < ctx.outputs(); ++k) {
+    if (!ctx.node().output(k).empty()) {
+      // The running statistics outputs of training mode: memfit updates the
+      // state in place; a graph that reads them is not supported.
+    }
+  }
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId scale, ctx.value(1));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId bias, ctx.value(2));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId mean, ctx.value(3, Role::state));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId var, ctx.value(4, Role::state));
+  // ONNX: running = momentum running + (1 - momentum) batch; memfit the reverse.
+  const BatchNormAttrs attrs{eps, 1.0f - momentum, false};
+  Graph& g = ctx.graph();
+  if (g.value(mean).role != Role::state || g.value(var).role != Role::state) {
+    return ctx.error("the running mean and variance must be initializers");
+  }
+  if (!ctx.options().training) {
+    return bind(ctx, ctx.op(OpKind::batch_norm_inference, {x, scale, bias, mean, var}, attrs));
+  }
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId y, ctx.op(OpKind::batch_norm, {x, scale, bias, mean, var}, attrs));
+  const Node& node = g.node(g.value(y).producer);
+  g.add_update(mean, node.outputs[3]);
+  g.add_update(var, node.outputs[4]);
+  return bind(ctx, y);
+}
+
+Status layer_normalization(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis", "epsilon", "stash_type"}));
+  MEMFIT_ASSIGN_OR_RETURN(const float eps, ctx.attr_float("epsilon", 1e-5f));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis_attr, ctx.attr_int("axis", -1));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  const Shape xs = ctx.shape_of(x);
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, axis_of(ctx, axis_attr, xs.size()));
+  if (axis != static_cast<int64_t>(xs.size()) - 1) {
+    return ctx.error("normalization over more than the last axis is not supported");
+  }
+  if (ctx.outputs() > 1) {
+    for (int k = 1; k < ctx.outputs(); ++k) {
+      if (!ctx.node().output(k).empty()) return ctx.error("the Mean and InvStdDev outputs are not supported");
+    }
+  }
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId scale, ctx.value(1));
+  ValueId bias;
+  if (ctx.has_input(2)) {
+    MEMFIT_ASSIGN_OR_RETURN(bias, ctx.value(2));
+  } else {
+    MEMFIT_ASSIGN_OR_RETURN(bias, ctx.op(OpKind::fill, {}, FillAttrs{0.0f, {xs.back()}}));
+  }
+  return bind(ctx, ctx.op(OpKind::layer_norm, {x, scale, bias}, LayerNormAttrs{eps}));
+}
+
+OperatorMapping softmax(OpKind op) {
+  return [op](Ctx& ctx) -> Status {
+    MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis"}));
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t axis_attr, ctx.attr_int("axis", -1));
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, axis_of(ctx, axis_attr, ctx.shape_of(x).size()));
+    return bind(ctx, ctx.op(op, {x}, AxisAttrs{axis}));
+  };
+}
+
+Status dropout(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"seed"}));
+  if (ctx.outputs() > 1 && !ctx.node().output(1).empty()) {
+    // The mask output: memfit's dropout keeps its mask implicit. Exporters
+    // name it without reading it; a graph that reads it fails at that reader.
+  }
+  float ratio = 0.5f;
+  if (ctx.has_input(1)) {
+    const std::optional<float> r = scalar_of(ctx, 1);
+    if (!r) return ctx.error("the ratio must be a constant scalar");
+    ratio = *r;
+  }
+  if (!(ratio >= 0.0f && ratio < 1.0f)) return ctx.error("the ratio must be in [0, 1)");
+  const uint64_t key = ctx.next_dropout_key();
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  if (!ctx.options().training || !ctx.options().dropout || ratio == 0.0f) return bind(ctx, x);
+  return bind(ctx, ctx.op(OpKind::dropout, {x}, DropoutAttrs{ratio, key}));
+}
+
+Status reshape_to(Ctx& ctx, ValueId x, Shape shape) {
+  if (shape == ctx.shape_of(x)) return bind(ctx, x);
+  return bind(ctx, ctx.op(OpKind::reshape, {x}, ShapeAttrs{std::move(shape)}));
+}
+
+Status reshape(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"allowzero"}));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t allowzero, ctx.attr_int("allowzero", 0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const HostTensor spec, ctx.constant(1));
+  const Shape& xs = ctx.shape_of(x);
+  Shape shape = spec.integers();
+  int64_t known = 1, infer = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0 && allowzero == 0) {
+      if (d >= xs.size()) return ctx.error("a 0 in the shape has no input dimension to copy");
+      shape[d] = xs[d];
+    }
+    if (shape[d] == -1 && infer < 0) {
+      infer = static_cast<int64_t>(d);
+    } else if (shape[d] < 0) {
+      return ctx.error("the shape " + shape_string(spec.integers()) + " is not supported");
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || num_elements(xs) % known != 0) {
+      return ctx.error("cannot infer the -1 of " + shape_string(spec.integers()) + " for " + shape_string(xs));
+    }
+    shape[static_cast<size_t>(infer)] = num_elements(xs) / known;
+  }
+  if (num_elements(shape) != num_elements(xs)) {
+    return ctx.error("shape " + shape_string(spec.integers()) + " does not hold the " +
+                     std::to_string(num_elements(xs)) + " elements of " + shape_string(xs) +
+                     " (a batch fixed in the exported graph? export with a dynamic batch axis)");
+  }
+  return reshape_to(ctx, x, shape);
+}
+
+Status flatten(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis"}));
+  MEMFIT_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 1));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  const Shape& xs = ctx.shape_of(x);
+  if (axis < 0) axis += static_cast<int64_t>(xs.size());
+  if (axis < 0 || axis > static_cast<int64_t>(xs.size())) return ctx.error("axis out of range");
+  const int64_t rows = num_elements(Shape(xs.begin(), xs.begin() + axis));
+  return reshape_to(ctx, x, {rows, num_elements(xs) / std::max<int64_t>(rows, 1)});
+}
+
+// Squeeze and Unsqueeze: reshapes; axes from input 1 (opset 13 on).
+OperatorMapping squeeze(bool unsqueeze) {
+  return [unsqueeze](Ctx& ctx) -> Status {
+    MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+    const Shape xs = ctx.shape_of(x);
+    std::vector<int64_t> axes;
+    if (ctx.has_input(1)) {
+      MEMFIT_ASSIGN_OR_RETURN(const HostTensor a, ctx.constant(1));
+      axes = a.integers();
+    } else if (unsqueeze) {
+      return ctx.error("Unsqueeze needs axes");
+    }
+    const size_t rank = xs.size() + (unsqueeze ? axes.size() : 0);
+    std::vector<bool> marked(rank, false);
+    for (int64_t a : axes) {
+      MEMFIT_ASSIGN_OR_RETURN(const int64_t n, axis_of(ctx, a, rank));
+      marked[static_cast<size_t>(n)] = true;
+    }
+    Shape shape;
+    size_t src = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      if (unsqueeze) {
+        shape.push_back(marked[d] ? 1 : xs[src++]);
+      } else if (axes.empty() ? xs[d] != 1 : !marked[d]) {
+        shape.push_back(xs[d]);
+      } else if (xs[d] != 1) {
+        return ctx.error("squeezes dimension " + std::to_string(d) + " of " + shape_string(xs) +
+                         ", which is not 1");
+      }
+    }
+    return reshape_to(ctx, x, shape);
+  };
+}
+
+Status transpose(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"perm"}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  const size_t rank = ctx.shape_of(x).size();
+  std::vector<int64_t> reversed(rank);
+  for (size_t d = 0; d < rank; ++d) reversed[d] = static_cast<int64_t>(rank - 1 - d);
+  MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, ctx.attr_ints("perm", reversed));
+  return bind(ctx, ctx.op(OpKind::transpose, {x}, PermAttrs{perm}));
+}
+
+Status concat(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis"}));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis_attr, ctx.attr_int("axis", 0));
+  std::vector<ValueId> in;
+  for (int i = 0; i < ctx.inputs(); ++i) {
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId v, ctx.value(i));
+    in.push_back(v);
+  }
+  if (in.empty()) return ctx.error("Concat without inputs");
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, axis_of(ctx, axis_attr, ctx.shape_of(in[0]).size()));
+  if (in.size() == 1) return bind(ctx, in[0]);
+  return bind(ctx, ctx.op(OpKind::concat, in, AxisAttrs{axis}));
+}
+
+// Slice with unit steps along each axis given.
+Status slice(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+  MEMFIT_ASSIGN_OR_RETURN(ValueId x, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const HostTensor starts, ctx.constant(1));
+  MEMFIT_ASSIGN_OR_RETURN(const HostTensor ends, ctx.constant(2));
+  const size_t n = static_cast<size_t>(starts.elements());
+  std::vector<int64_t> axes(n), steps(n, 1);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (ctx.has_input(3)) {
+    MEMFIT_ASSIGN_OR_RETURN(const HostTensor a, ctx.constant(3));
+    axes = a.integers();
+  }
+  if (ctx.has_input(4)) {
+    MEMFIT_ASSIGN_OR_RETURN(const HostTensor s, ctx.constant(4));
+    steps = s.integers();
+  }
+  if (static_cast<size_t>(ends.elements()) != n || axes.size() != n || steps.size() != n) {
+    return ctx.error("starts, ends, axes and steps differ in length");
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (steps[k] != 1) return ctx.error("slices with steps other than 1 are not supported");
+    const Shape& xs = ctx.shape_of(x);
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, axis_of(ctx, axes[k], xs.size()));
+    const int64_t dim = xs[static_cast<size_t>(axis)];
+    int64_t s = starts.integer(k), e = ends.integer(k);
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    s = std::clamp<int64_t>(s, 0, dim);
+    e = std::clamp<int64_t>(e, s, dim);
+    if (s == 0 && e == dim) continue;
+    if (s == e) return ctx.error("an empty slice is not supported");
+    MEMFIT_ASSIGN_OR_RETURN(x, ctx.op(OpKind::slice, {x}, SliceAttrs{axis, s, e, {}}));
+  }
+  return bind(ctx, x);
+}
+
+Status split(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis"}));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis_attr, ctx.attr_int("axis", 0));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  const Shape xs = ctx.shape_of(x);
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, axis_of(ctx, axis_attr, xs.size()));
+  const int64_t dim = xs[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes;
+  if (ctx.has_input(1)) {
+    MEMFIT_ASSIGN_OR_RETURN(const HostTensor s, ctx.constant(1));
+    sizes = s.integers();
+  } else {
+    const int64_t parts = ctx.outputs();
+    if (parts < 1 || dim % parts != 0) return ctx.error("cannot split evenly");
+    sizes.assign(static_cast<size_t>(parts), dim / parts);
+  }
+  if (static_cast<int64_t>(sizes.size()) != ctx.outputs() ||
+      std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != dim) {
+    return ctx.error("the split sizes do not fit the outputs or the dimension");
+  }
+  Graph& g = ctx.graph();
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId first, ctx.op(OpKind::split, {x}, SplitAttrs{axis, sizes}));
+  const Node& node = g.node(g.value(first).producer);
+  for (int k = 0; k < ctx.outputs(); ++k) ctx.set_output(k, node.outputs[static_cast<size_t>(k)]);
+  return Status::ok();
+}
+
+// Gather: rows of a weight by computed ids (an embedding), or a contiguous
+// range of known indices along any axis (a slice).
+Status gather(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis"}));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis_attr, ctx.attr_int("axis", 0));
+  MEMFIT_ASSIGN_OR_RETURN(const Shape data_shape, ctx.shape(0));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, axis_of(ctx, axis_attr, data_shape.size()));
+  if (!ctx.is_constant(1)) {
+    MEMFIT_ASSIGN_OR_RETURN(const DType ids_type, ctx.dtype(1));
+    if (axis != 0 || data_shape.size() != 2 || ids_type != DType::i32) {
+      return ctx.error("Gather by computed indices is supported only as an embedding: rows (axis 0) "
+                       "of a 2-D table by integer ids");
+    }
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId table, ctx.value(0));
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId ids, ctx.value(1));
+    return bind(ctx, ctx.op(OpKind::embedding, {ids, table}));
+  }
+  MEMFIT_ASSIGN_OR_RETURN(const HostTensor indices, ctx.constant(1));
+  if (indices.is_float()) return ctx.error("the indices must be integers");
+  const int64_t dim = data_shape[static_cast<size_t>(axis)];
+  std::vector<int64_t> idx = indices.integers();
+  for (int64_t& i : idx) {
+    if (i < 0) i += dim;
+    if (i < 0 || i >= dim) return ctx.error("an index is out of range");
+  }
+  if (idx.empty()) return ctx.error("no indices");
+  for (size_t k = 1; k < idx.size(); ++k) {
+    if (idx[k] != idx[0] + static_cast<int64_t>(k)) {
+      return ctx.error("Gather of known indices is supported only for a contiguous ascending range");
+    }
+  }
+  MEMFIT_ASSIGN_OR_RETURN(ValueId x, ctx.value(0));
+  const int64_t count = static_cast<int64_t>(idx.size());
+  if (idx[0] != 0 || count != dim) {
+    MEMFIT_ASSIGN_OR_RETURN(x, ctx.op(OpKind::slice, {x}, SliceAttrs{axis, idx[0], idx[0] + count, {}}));
+  }
+  Shape shape(data_shape.begin(), data_shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), data_shape.begin() + axis + 1, data_shape.end());
+  return reshape_to(ctx, x, shape);
+}
+
+// Where with a known condition that masks a causal pattern: x[..., i, j]
+// replaced by a constant where j > i + offset (masked_fill of a triangular
+// mask, as GPT-2-style attention writes it).
+Status where(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+  const std::string unsupported =
+      "Where is supported only as a causal mask: a known condition that replaces the scores above "
+      "a diagonal by a constant";
+  if (!ctx.is_constant(0)) return ctx.error(unsupported);
+  MEMFIT_ASSIGN_OR_RETURN(const HostTensor cond, ctx.constant(0));
+  // Which branch is the fill constant; the mask is where the condition selects it.
+  const std::optional<float> fx = scalar_of(ctx, 1), fy = scalar_of(ctx, 2);
+  if (fx.has_value() == fy.has_value()) return ctx.error(unsupported);
+  const int data = fx ? 2 : 1;
+  const float fill = fx ? *fx : *fy;
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(data));
+  const Shape& xs = ctx.shape_of(x);
+  if (xs.size() < 2 || cond.shape.size() < 2 || cond.shape.size() > xs.size()) return ctx.error(unsupported);
+  const int64_t tq = xs[xs.size() - 2], tk = xs[xs.size() - 1];
+  const int64_t cq = cond.shape[cond.shape.size() - 2], ck = cond.shape.back();
+  if ((cq != tq && cq != 1) || ck != tk || num_elements(cond.shape) != cq * ck) return ctx.error(unsupported);
+  auto masked = [&](int64_t i, int64_t j) {
+    const bool c = cond.integer(static_cast<size_t>((cq == 1 ? 0 : i) * ck + j)) != 0;
+    return fx ? c : !c;
+  };
+  // The offset: the first masked key of row 0, less one.
+  int64_t first = tk;
+  for (int64_t j = 0; j < tk; ++j) {
+    if (masked(0, j)) {
+      first = j;
+      break;
+    }
+  }
+  const int64_t offset = first - 1;
+  for (int64_t i = 0; i < tq; ++i) {
+    for (int64_t j = 0; j < tk; ++j) {
+      if (masked(i, j) != (j > i + offset)) return ctx.error(unsupported);
+    }
+  }
+  const float value = std::isfinite(fill) ? fill : kAttentionMaskValue;
+  return bind(ctx, ctx.op(OpKind::causal_mask, {x}, CausalMaskAttrs{value, offset}));
+}
+
+Status reduce_mean(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axes", "keepdims"}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  const size_t rank = ctx.shape_of(x).size();
+  std::vector<int64_t> all(rank);
+  std::iota(all.begin(), all.end(), 0);
+  MEMFIT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ctx.attr_ints("axes", all));
+  for (int64_t& a : axes) {
+    MEMFIT_ASSIGN_OR_RETURN(a, axis_of(ctx, a, rank));
+  }
+  std::sort(axes.begin(), axes.end());
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t keepdims, ctx.attr_int("keepdims", 1));
+  return bind(ctx, ctx.op(OpKind::reduce_mean, {x}, ReduceAttrs{axes, keepdims != 0}));
+}
+
+Status cast(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"to", "saturate"}));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t to, ctx.attr_int("to", 0));
+  MEMFIT_ASSIGN_OR_RETURN(const DType from, ctx.dtype(0));
+  const bool to_float = to == onnx::TensorProto::FLOAT;
+  const bool to_int = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32;
+  if ((from == DType::f32 && to_float) || (from == DType::i32 && to_int)) return identity(ctx);
+  return ctx.error("a Cast of computed data between float and integer is not supported");
+}
+
+Status expand(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(const HostTensor spec, ctx.constant(1));
+  auto shape = ops::broadcast_shapes(ctx.shape_of(x), spec.integers());
+  if (!shape) return ctx.error(shape.message());
+  if (*shape == ctx.shape_of(x)) return bind(ctx, x);
+  return bind(ctx, ctx.op(OpKind::broadcast_to, {x}, ShapeAttrs{*shape}));
+}
+
+// Operators that fold_constants computes on known tensors and that have no
+// mapping onto computed data.
+Status known_only(Ctx& ctx) {
+  return ctx.error(ctx.node().op_type() +
+                   " is supported only on tensors known at import (constants and static "
+                   "shapes), not on data the graph computes");
+}
+
+}  // namespace
+
+const std::unordered_map<std::string, OperatorMapping>& operator_mappings() {
+  static const std::unordered_map<std::string, OperatorMapping> mappings = {
+      {"Add", binary("Add")},
+      {"AveragePool", pool(false)},
+      {"BatchNormalization", batch_normalization},
+      {"Cast", cast},
+      {"Concat", concat},
+      {"Conv", conv},
+      {"ConvTranspose", conv_transpose},
+      {"Div", binary("Div")},
+      {"Dropout", dropout},
+      {"Erf", erf},
+      {"Expand", expand},
+      {"Flatten", flatten},
+      {"Gather", gather},
+      {"Gelu", unary(OpKind::gelu)},
+      {"Gemm", gemm},
+      {"GlobalAveragePool", global_average_pool},
+      {"Identity", identity},
+      {"Sqrt", known_only},
+      {"Neg", known_only},
+      {"Equal", known_only},
+      {"Less", known_only},
+      {"Greater", known_only},
+      {"Not", known_only},
+      {"Range", known_only},
+      {"ConstantOfShape", known_only},
+      {"LayerNormalization", layer_normalization},
+      {"LogSoftmax", softmax(OpKind::log_softmax)},
+      {"MatMul", matmul},
+      {"MaxPool", pool(true)},
+      {"Mul", binary("Mul")},
+      {"Pow", pow},
+      {"ReduceMean", reduce_mean},
+      {"Relu", unary(OpKind::relu)},
+      {"Reshape", reshape},
+      {"Sigmoid", unary(OpKind::sigmoid)},
+      {"Slice", slice},
+      {"Softmax", softmax(OpKind::softmax)},
+      {"Split", split},
+      {"Squeeze", squeeze(false)},
+      {"Sub", binary("Sub")},
+      {"Tanh", unary(OpKind::tanh)},
+      {"Transpose", transpose},
+      {"Unsqueeze", squeeze(true)},
+      {"Where", where},
+  };
+  return mappings;
+}
+
+}  // namespace memfit
+#endif  // MEMFIT_HAVE_ONNX
