@@ -38,7 +38,7 @@ from torch.overrides import TorchFunctionMode
 import models
 
 MAGIC = b"MEMFITCK"
-VERSION = 1
+VERSION = 2  # src/train/checkpoint.h kCheckpointVersion
 
 # (name, memfit size flags, batch): the models of the check, at sizes that
 # run in seconds on two cores; resnet18 at full width and depth (every one of
@@ -61,7 +61,11 @@ def write_checkpoint(path, model_name, tensors):
         payload.extend(b)
 
     string(model_name)
-    payload.extend(struct.pack("<qqqI", 0, 0, 0, len(tensors)))
+    # epoch, micro_step, optimizer_step; the run settings (batch, accumulate,
+    # train_examples, epochs, schedule, seed); the tensor count.
+    payload.extend(struct.pack("<qqq", 0, 0, 0))
+    payload.extend(struct.pack("<qqqqqQ", 0, 0, 0, 0, 0, 0))
+    payload.extend(struct.pack("<I", len(tensors)))
     for name, t in tensors:
         t = t.detach().to(torch.float32).contiguous()
         string(name)
@@ -98,7 +102,8 @@ def read_checkpoint(path):
         return payload[pos - n:pos].decode()
 
     string()
-    take("<qqq")
+    take("<qqq")  # the counters
+    take("<qqqqqQ")  # the run settings
     (count,) = take("<I")
     out = {}
     for _ in range(count):

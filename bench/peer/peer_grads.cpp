@@ -1,10 +1,15 @@
 // The memfit side of the numerical cross-check with PyTorch (bench/peer/):
 // one forward and backward pass of a zoo model, without dropout, from weights
 // and a batch written by bench/peer/crosscheck.py; writes the loss and the
-// gradient of every parameter.
+// gradient of every parameter. With --onnx (bench/onnx/check.py) the model
+// comes from an ONNX file, and its weights from the file unless --weights
+// is given; --forward runs the evaluation graph instead (batch norm on
+// running statistics) and writes its output `logits`.
 //
 //   ./build/bench/peer_grads --model lenet --batch 4 [MODEL SIZE FLAGS]
 //        --weights W.ckpt --inputs B.ckpt --out G.ckpt [--threads 2] [--backend cpu|reference]
+//   ./build/bench/peer_grads --onnx M.onnx --batch 4 [--forward] [--weights W.ckpt]
+//        --inputs B.ckpt --out G.ckpt
 //
 // Every file is in memfit's checkpoint format (src/train/checkpoint.h):
 //   W.ckpt  one tensor per parameter and per batch-norm running statistic,
@@ -23,6 +28,7 @@
 
 #include "autodiff/autodiff.h"
 #include "memfit/builder.h"
+#include "onnx/model_source.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
 #include "train/checkpoint.h"
@@ -66,7 +72,10 @@ int main(int argc, char** argv) {
   std::string weights_path, inputs_path, out_path;
   int threads = 2;
   std::string backend_name = "cpu";
-  app.add_option("--model", options.name, "zoo model")->required();
+  bool forward = false;
+  auto* model_flag = app.add_option("--model", options.name, "zoo model");
+  app.add_option("--onnx", options.onnx, "an ONNX model instead of a zoo model")->excludes(model_flag);
+  app.add_flag("--forward", forward, "run the evaluation graph and write its output `logits`");
   app.add_option("--batch", options.batch, "examples")->check(CLI::PositiveNumber);
   app.add_option("--image-size", options.image_size, "side of the input image (0: the model's)");
   app.add_option("--classes", options.classes, "classes (0: the model's)");
@@ -74,39 +83,55 @@ int main(int argc, char** argv) {
   app.add_option("--width", options.width, "width (0: the model's)");
   app.add_option("--seq-len", options.seq_len, "positions per sequence (0: the model's)");
   app.add_option("--vocab", options.vocab, "vocabulary (0: the model's)");
-  app.add_option("--weights", weights_path, "parameters and running statistics")->required();
+  app.add_option("--weights", weights_path,
+                 "parameters and running statistics (with --onnx: the file's, unless given)");
   app.add_option("--inputs", inputs_path, "one batch: every data input")->required();
   app.add_option("--out", out_path, "where to write the loss and the gradients")->required();
   app.add_option("--threads", threads, "threads of the cpu backend")->check(CLI::PositiveNumber);
   app.add_option("--backend", backend_name, "cpu (oneDNN) or reference (plain loops in double)")
       ->check(CLI::IsMember({"cpu", "reference"}));
   CLI11_PARSE(app, argc, argv);
+  if (options.name.empty() && options.onnx.empty()) return fail("give --model or --onnx");
+  if (options.onnx.empty() && weights_path.empty()) return fail("--weights is required with --model");
+  if (!options.onnx.empty()) options.name = "onnx";
 
-  auto model = build_model(options, true);
+  auto model = make_model(options, !forward);
   if (!model) return fail(model.message());
   Graph& graph = model->graph;
-  auto grads = append_gradients(graph, model->loss, model->params);
-  if (!grads) return fail(grads.message());
   // Value names survive remove_dead_nodes; ids may not.
   std::vector<std::pair<std::string, std::string>> param_grad_names;  // (parameter, gradient)
-  for (size_t i = 0; i < grads->size(); ++i) {
-    graph.mark_output((*grads)[i]);
-    param_grad_names.emplace_back(graph.value(model->params[i]).name,
-                                  graph.value((*grads)[i]).name);
+  if (!forward) {
+    auto grads = append_gradients(graph, model->loss, model->params);
+    if (!grads) return fail(grads.message());
+    for (size_t i = 0; i < grads->size(); ++i) {
+      graph.mark_output((*grads)[i]);
+      param_grad_names.emplace_back(graph.value(model->params[i]).name,
+                                    graph.value((*grads)[i]).name);
+    }
   }
   Graph step = remove_dead_nodes(graph);
   const Status verified = verify_graph(step);
   if (!verified.is_ok()) return fail(verified.message());
 
-  auto weights = load_checkpoint(weights_path);
-  if (!weights) return fail(weights.message());
   auto inputs = load_checkpoint(inputs_path);
   if (!inputs) return fail(inputs.message());
-  const auto weight_tensors = by_name(*weights), input_tensors = by_name(*inputs);
+  const auto input_tensors = by_name(*inputs);
+  Checkpoint weights;
+  if (!weights_path.empty()) {
+    auto loaded = load_checkpoint(weights_path);
+    if (!loaded) return fail(loaded.message());
+    weights = std::move(loaded).value();
+  }
+  const auto weight_tensors = by_name(weights);
 
   StateStore state;
   for (const Value& v : step.values()) {
     if (v.producer.valid() || !is_persistent(v.role)) continue;
+    const auto init = model->init.find(v.name);
+    if (weights_path.empty() && init != model->init.end() && init->second.values) {
+      state[v.name] = *init->second.values;  // the ONNX file's initializer
+      continue;
+    }
     auto t = find(weight_tensors, weights_path, v.name, v.type.shape);
     if (!t) return fail(t.message());
     state[v.name] = (*t)->data;
@@ -117,6 +142,10 @@ int main(int argc, char** argv) {
   Feeds feeds;
   for (ValueId id : model->inputs) {
     const Value& v = model->graph.value(id);
+    if (forward && v.role == Role::label) {  // the evaluation graph does not read them
+      feeds[v.name] = (i32_inputs[v.name] = std::vector<int32_t>(static_cast<size_t>(v.elements()), 0)).data();
+      continue;
+    }
     auto t = find(input_tensors, inputs_path, v.name, v.type.shape);
     if (!t) return fail(t.message());
     if (v.type.dtype == DType::f32) {
@@ -146,6 +175,14 @@ int main(int argc, char** argv) {
 
   Checkpoint out;
   out.model = options.name;
+  if (forward) {
+    const Value& logits = model->graph.value(model->logits);
+    out.tensors.push_back({"logits", logits.type.shape, result->outputs.at(logits.name)});
+    const Status saved = save_checkpoint(out_path, out);
+    if (!saved.is_ok()) return fail(saved.message());
+    std::printf("logits %s written to %s\n", shape_string(logits.type.shape).c_str(), out_path.c_str());
+    return 0;
+  }
   out.tensors.push_back({"loss", {1}, result->outputs.at("loss")});
   for (size_t i = 0; i < param_grad_names.size(); ++i) {
     const auto& [param, grad] = param_grad_names[i];

@@ -381,7 +381,8 @@ Result<bool> fold_constants(ImportContext& ctx) {
   static const std::unordered_set<std::string> folded = {
       "Identity", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Cast", "Add", "Sub",
       "Mul", "Div", "Pow", "Sqrt", "Neg", "Equal", "Less", "Greater", "Not", "Where", "Range",
-      "ConstantOfShape", "Reshape", "Expand", "Flatten", "Transpose", "Erf", "Floor", "Ceil"};
+      "ConstantOfShape", "Reshape", "Expand", "Flatten", "Transpose", "Erf", "Floor", "Ceil",
+      "Trilu"};
   if (!folded.count(op)) return false;
   for (int i = 0; i < ctx.inputs(); ++i) {
     if (ctx.has_input(i) && !ctx.is_constant(i)) return false;
@@ -546,6 +547,25 @@ Result<bool> fold_constants(ImportContext& ctx) {
       copy_element(t, broadcast_source(t, *shape, k), r, static_cast<size_t>(k));
     }
     return out(r);
+  }
+  if (op == "Trilu") {
+    // The upper (or lower) triangle of the last two dimensions, from diagonal k.
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t upper, ctx.attr_int("upper", 1));
+    T t = in.at(0);
+    if (t.shape.size() < 2) return ctx.error("Trilu needs at least 2 dimensions");
+    const int64_t k = ctx.has_input(1) && in.at(1).elements() == 1 ? in.at(1).integer(0) : 0;
+    const int64_t rows = t.shape[t.shape.size() - 2], cols = t.shape.back();
+    for (int64_t e = 0; e < t.elements(); ++e) {
+      const int64_t i = e / cols % rows, j = e % cols;
+      const bool keep = upper ? j - i >= k : j - i <= k;
+      if (keep) continue;
+      if (t.is_float()) {
+        t.f[static_cast<size_t>(e)] = 0.0f;
+      } else {
+        t.i[static_cast<size_t>(e)] = 0;
+      }
+    }
+    return out(t);
   }
   if (op == "Transpose") {
     MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> perm, ctx.attr_ints("perm", {}));

@@ -66,6 +66,8 @@ class ImportContext {
   // Binds output k of the current node.
   void set_output(int k, ValueId value);
   void set_output(int k, HostTensor constant);
+  // Binds output k as a weight of its own (a copy of `t` under the output's name).
+  Status set_weight(int k, HostTensor t);
   int outputs() const { return node_->output_size(); }
 
   // Attributes of the current node, with defaults; a present attribute of

@@ -77,6 +77,32 @@ Status save_onnx(const OnnxFile& file,
     }
     set_proto_floats(init, it->second);
   }
+  // Weights that are Identity copies of an initializer (exporters write
+  // deduplicated initializers so) become initializers of their own.
+  onnx::GraphProto& graph = *model.mutable_graph();
+  std::unordered_map<std::string, const onnx::TensorProto*> initializers;
+  for (const onnx::TensorProto& init : graph.initializer()) initializers[init.name()] = &init;
+  std::vector<onnx::TensorProto> copies;
+  auto& nodes = *graph.mutable_node();
+  for (int k = nodes.size() - 1; k >= 0; --k) {
+    const onnx::NodeProto& node = nodes.Get(k);
+    if (node.op_type() != "Identity" || node.input_size() != 1 || node.output_size() != 1) continue;
+    const auto source = initializers.find(node.input(0));
+    const auto trained = state.find(node.output(0));
+    if (source == initializers.end() || trained == state.end()) continue;
+    onnx::TensorProto copy = *source->second;
+    copy.set_name(node.output(0));
+    int64_t elements = 1;
+    for (const int64_t d : copy.dims()) elements *= d;
+    if (static_cast<int64_t>(trained->second.size()) != elements) {
+      return Status::error("tensor '" + node.output(0) + "' has " + std::to_string(elements) +
+                           " elements, the trained tensor " + std::to_string(trained->second.size()));
+    }
+    set_proto_floats(copy, trained->second);
+    copies.push_back(std::move(copy));
+    nodes.DeleteSubrange(k, 1);
+  }
+  for (onnx::TensorProto& copy : copies) *graph.add_initializer() = std::move(copy);
   std::string bytes;
   if (!model.SerializeToString(&bytes)) {
     return Status::error("cannot serialize the model for " + path + " (over 2 GB?)");

@@ -124,6 +124,14 @@ void ImportContext::set_output(int k, HostTensor constant) {
   tensors_[node_->output(k)] = OnnxTensor{ValueId(), std::move(constant), false};
 }
 
+Status ImportContext::set_weight(int k, HostTensor t) {
+  if (k >= node_->output_size()) return Status::ok();
+  const std::string& name = node_->output(k);
+  if (model_.graph.find_value(name).valid()) return error("tensor '" + name + "' is produced twice");
+  tensors_[name] = OnnxTensor{ValueId(), std::move(t), true};
+  return Status::ok();
+}
+
 const onnx::AttributeProto* ImportContext::attr(const std::string& name) const {
   for (const auto& a : node_->attribute()) {
     if (a.name() == name) return &a;
@@ -293,6 +301,12 @@ Status ImportContext::add_loss() {
                            out_name + "' is " + shape_string(shape));
     }
     Shape label_shape(shape.begin(), shape.end() - 1);
+    // Logits with the batch and positions flattened into rows (N*T, V): one
+    // label per row, shaped (N, T) as data sets give them.
+    const int64_t rows_total = num_elements(label_shape);
+    if (label_shape[0] != options_.batch && rows_total % options_.batch == 0) {
+      label_shape = {options_.batch, rows_total / options_.batch};
+    }
     model_.labels = graph.add_input("labels", TensorType{label_shape, DType::i32}, Role::label);
     model_.inputs.push_back(model_.labels);
     const int64_t rows = num_elements(label_shape);
@@ -300,6 +314,8 @@ Status ImportContext::add_loss() {
     if (shape.size() > 2) {
       MEMFIT_ASSIGN_OR_RETURN(logits, append(OpKind::reshape, {y}, ShapeAttrs{{rows, shape.back()}},
                                              "logits"));
+    }
+    if (label_shape.size() > 1) {
       MEMFIT_ASSIGN_OR_RETURN(labels, append(OpKind::reshape, {model_.labels}, ShapeAttrs{{rows}},
                                              "labels_flat"));
     }

@@ -37,6 +37,13 @@ OperatorMapping unary(OpKind op) {
 }
 
 Status identity(Ctx& ctx) {
+  if (ctx.is_weight(0)) {
+    // Exporters deduplicate initializers of equal values (the ones and zeros
+    // of fresh batch norms) into Identity nodes; each output is a weight of
+    // its own, under its own name.
+    MEMFIT_ASSIGN_OR_RETURN(HostTensor t, ctx.constant(0));
+    return ctx.set_weight(0, std::move(t));
+  }
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
   ctx.set_output(0, x);
   return Status::ok();
@@ -147,10 +154,41 @@ Status pow(Ctx& ctx) {
   return bind(ctx, y);
 }
 
+// The input of `v` when v is a transpose that swaps only its last two
+// dimensions (a matmul reads it transposed instead), else invalid.
+ValueId transposed_from(Ctx& ctx, ValueId v) {
+  const Value& value = ctx.graph().value(v);
+  if (!value.producer.valid()) return ValueId();
+  const Node& node = ctx.graph().node(value.producer);
+  if (node.op != OpKind::transpose) return ValueId();
+  const std::vector<int64_t>& perm = std::get<PermAttrs>(node.attrs).perm;
+  const auto rank = static_cast<int64_t>(perm.size());
+  if (rank < 2) return ValueId();
+  for (int64_t d = 0; d < rank - 2; ++d) {
+    if (perm[static_cast<size_t>(d)] != d) return ValueId();
+  }
+  if (perm[static_cast<size_t>(rank - 2)] != rank - 1 || perm[static_cast<size_t>(rank - 1)] != rank - 2) {
+    return ValueId();
+  }
+  return node.inputs[0];
+}
+
+// MatMul, reading an operand transposed in place of a transpose node before
+// it (a tied embedding's W^T, attention's K^T), which then goes unused unless
+// another node reads it.
 Status matmul(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
-  MEMFIT_ASSIGN_OR_RETURN(const ValueId a, ctx.value(0));
-  MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(1));
+  MEMFIT_ASSIGN_OR_RETURN(ValueId a, ctx.value(0));
+  MEMFIT_ASSIGN_OR_RETURN(ValueId b, ctx.value(1));
+  MatmulAttrs attrs;
+  if (const ValueId from = transposed_from(ctx, a); from.valid()) {
+    a = from;
+    attrs.trans_a = true;
+  }
+  if (const ValueId from = transposed_from(ctx, b); from.valid()) {
+    b = from;
+    attrs.trans_b = true;
+  }
   const Shape& sa = ctx.shape_of(a);
   const Shape& sb = ctx.shape_of(b);
   if (sa.size() < 2 || sb.size() < 2) return ctx.error("MatMul of a 1-D operand is not supported");
@@ -158,7 +196,7 @@ Status matmul(Ctx& ctx) {
     return ctx.error("MatMul broadcasts batch dimensions " + shape_string(sa) + " x " +
                      shape_string(sb) + "; memfit needs equal ones or a 2-D right operand");
   }
-  return bind(ctx, ctx.op(OpKind::matmul, {a, b}, MatmulAttrs{}));
+  return bind(ctx, ctx.op(OpKind::matmul, {a, b}, attrs));
 }
 
 Status gemm(Ctx& ctx) {
@@ -751,6 +789,7 @@ const std::unordered_map<std::string, OperatorMapping>& operator_mappings() {
       {"Not", known_only},
       {"Range", known_only},
       {"ConstantOfShape", known_only},
+      {"Trilu", known_only},
       {"LayerNormalization", layer_normalization},
       {"LogSoftmax", softmax(OpKind::log_softmax)},
       {"MatMul", matmul},
