@@ -7,8 +7,11 @@ twin of memfit's gpt, naive attention), exported by torch.onnx at opset 17:
            against onnxruntime's on the same file and batch, as the relative
            error ||a - b|| / ||b||;
   grads    memfit's loss and parameter gradients (peer_grads, float32)
-           against PyTorch's in float64, the largest relative error over the
-           tensors (bench/peer's tolerance, 1e-4);
+           against PyTorch's in float32, the largest relative error over the
+           tensors, within bench/peer's tolerance (1e-4); a tensor over it
+           passes when memfit is as close to PyTorch's float64 gradient as
+           PyTorch's float32 one is (within a factor of 2), since float32
+           itself can be farther than 1e-4 from the exact gradient;
   plan     memfit plan of the imported model against the zoo's twin;
   trained  memfit train --synthetic for a few steps, --save-onnx, then
            onnxruntime on the saved file against memfit's forward from its
@@ -54,7 +57,7 @@ class GptLogits(torch.nn.Module):
         return x
 
 
-def make_case(name, seq_len):
+def make_case(name, seq_len, image_size=224):
     """The module, a batch of its inputs and labels, and memfit's zoo twin's flags."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(1)
@@ -66,9 +69,9 @@ def make_case(name, seq_len):
                 torch.nn.init.uniform_(m.weight, 0.5, 1.5)
                 torch.nn.init.uniform_(m.bias, -0.5, 0.5)
         batch = 2
-        x = torch.randn(batch, 3, 224, 224, generator=g)
+        x = torch.randn(batch, 3, image_size, image_size, generator=g)
         labels = torch.randint(0, 1000, (batch,), generator=g)
-        return model, {"images": x}, labels, ["--model", name]
+        return model, {"images": x}, labels, ["--model", name, "--image-size", str(image_size)]
     gpt = models.Gpt(depth=2, seq_len=seq_len, p=0.0, attention="naive")
     torch.nn.init.normal_(gpt.wte.weight, std=0.02)
     torch.nn.init.normal_(gpt.wpe.weight, std=0.02)
@@ -84,17 +87,20 @@ def make_case(name, seq_len):
         "--no-dropout"]
 
 
-def export(model, inputs, path):
-    """torch.onnx (TorchScript exporter) at opset 17 in training mode, batch
-    dynamic, without constant folding (which would store the transpose of a
-    tied weight as an initializer of its own, a separate parameter)."""
+def export(model, inputs, path, training):
+    """torch.onnx (TorchScript exporter) at opset 17, batch dynamic, without
+    constant folding (which would store the transpose of a tied weight as an
+    initializer of its own, a separate parameter). Training mode keeps batch
+    norm on batch statistics (onnxruntime too); evaluation mode on the
+    running ones."""
     name = next(iter(inputs))
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    model.train(training)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model.train(), tuple(inputs.values()), path, opset_version=17,
-                          dynamo=False, training=torch.onnx.TrainingMode.TRAINING,
-                          do_constant_folding=False,
-                          input_names=[name], output_names=["logits"],
+        torch.onnx.export(model, tuple(inputs.values()), path, opset_version=17, dynamo=False,
+                          training=mode, do_constant_folding=False, input_names=[name],
+                          output_names=["logits"],
                           dynamic_axes={name: {0: "batch"}, "logits": {0: "batch"}})
 
 
@@ -136,16 +142,14 @@ def memfit_gradients(tools, path, inputs, labels, batch, workdir):
     return read_checkpoint(out)
 
 
-def torch_gradients(model, inputs, labels):
-    model = model.double().train()
-    model.zero_grad(set_to_none=True)
+def torch_gradients(model, inputs, labels, dtype):
+    """The loss and every parameter's gradient in `dtype` (which `model` takes)."""
+    model = model.to(dtype).train()
     x = next(iter(inputs.values()))
-    logits = model(x.double() if x.is_floating_point() else x)
+    logits = model(x.to(dtype) if x.is_floating_point() else x)
     loss = F.cross_entropy(logits, labels.reshape(-1))
     loss.backward()
-    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    model.float()
-    return loss.detach(), grads
+    return loss.detach(), {n: p.grad.detach() for n, p in model.named_parameters()}
 
 
 def plan_json(tools, flags, batch):
@@ -157,30 +161,46 @@ def check_case(name, args, tools, workdir):
     model, inputs, labels, zoo_flags = make_case(name, args.seq_len)
     batch = next(iter(inputs.values())).shape[0]
     path = os.path.join(workdir, f"{name}.onnx")
-    export(model, inputs, path)
-    row = {"model": name, "file_mb": os.path.getsize(path) / 1e6}
-    row["torch_params"] = sum(p.numel() for p in model.parameters())
+    export(model, inputs, path, training=False)
+    row = {"model": name, "torch_params": sum(p.numel() for p in model.parameters())}
 
     # Forward: the evaluation graph, batch norm on the running statistics.
-    model.eval()
-    with torch.no_grad():
-        reference = ort_outputs(path, inputs)
+    reference = ort_outputs(path, inputs)
     mine = memfit_forward(tools, path, inputs, batch, workdir).reshape(reference.shape)
     row["forward_error"] = relative_error(mine, reference)
 
-    # Gradients of the mean cross-entropy, training mode (batch statistics).
-    grads = memfit_gradients(tools, path, inputs, labels, batch, workdir)
+    # Gradients of the mean cross-entropy in training mode (batch statistics),
+    # against PyTorch in float32 as bench/peer compares, at bench/peer's
+    # resnet size (64x64 images), whose float32 rounding stays under its tolerance.
+    model, inputs_g, labels_g, _ = make_case(name, args.seq_len, image_size=64)
+    path_g = os.path.join(workdir, f"{name}.train.onnx")
+    export(model, inputs_g, path_g, training=True)
+    grads = memfit_gradients(tools, path_g, inputs_g, labels_g, batch, workdir)
     memfit_params = {k[: -len(".grad")]: v for k, v in grads.items() if k.endswith(".grad")}
     row["memfit_params"] = sum(v.numel() for v in memfit_params.values())
-    loss, reference_grads = torch_gradients(model, inputs, labels)
-    errors = {"loss": relative_error(grads["loss"].reshape(()), loss)}
-    for n, g in reference_grads.items():
-        if n not in memfit_params:  # ONNX names are PyTorch's
-            errors[n] = float("inf")
+    loss32, grads32 = torch_gradients(model, inputs_g, labels_g, torch.float32)
+    model = make_case(name, args.seq_len, image_size=64)[0]  # the same weights afresh
+    loss64, grads64 = torch_gradients(model, inputs_g, labels_g, torch.float64)
+    mine = {"loss": grads["loss"].reshape(())}
+    mine.update({n: memfit_params[n].reshape(g.shape) for n, g in grads32.items()
+                 if n in memfit_params})  # ONNX names are PyTorch's
+    grads32["loss"], grads64["loss"] = loss32, loss64
+    errors, ratios = {}, {}
+    for n, g in grads32.items():
+        if n not in mine:  # a parameter memfit did not import
+            errors[n] = ratios[n] = float("inf")
             continue
-        errors[n] = relative_error(memfit_params[n].reshape(g.shape), g)
+        errors[n] = relative_error(mine[n], g)
+        # Where float32 itself is far from the exact gradient, memfit passes
+        # when it is as close to float64 as PyTorch's float32 is (within 2x).
+        rounding = relative_error(g, grads64[n])
+        ratios[n] = relative_error(mine[n], grads64[n]) / max(rounding, 1e-300)
     worst = max(errors, key=errors.get)
     row["grad_error"], row["grad_worst"] = errors[worst], worst
+    row["torch_rounding"] = max(relative_error(g, grads64[n]) for n, g in grads32.items())
+    row["grad_ratio"] = max(ratios[n] for n in errors if errors[n] > GRAD_TOLERANCE) \
+        if row["grad_error"] > GRAD_TOLERANCE else 0.0
+    row["grad_ok"] = all(errors[n] <= GRAD_TOLERANCE or ratios[n] <= 2.0 for n in errors)
 
     # The plan of the imported model against the zoo's twin.
     imported = plan_json(tools, ["--onnx", path], args.plan_batch)
@@ -198,7 +218,7 @@ def check_case(name, args, tools, workdir):
     mine = memfit_forward(tools, path, inputs, batch, workdir, weights=checkpoint)
     row["trained_error"] = relative_error(mine.reshape(after.shape), after)
     row["trained_moved"] = relative_error(after, reference)
-    row["ok"] = (row["forward_error"] <= FORWARD_TOLERANCE and row["grad_error"] <= GRAD_TOLERANCE
+    row["ok"] = (row["forward_error"] <= FORWARD_TOLERANCE and row["grad_ok"]
                  and row["trained_error"] <= FORWARD_TOLERANCE and row["trained_moved"] > 0
                  and row["memfit_params"] == row["torch_params"])
     return row
@@ -207,13 +227,18 @@ def check_case(name, args, tools, workdir):
 def table(rows):
     lines = [
         "| model | parameters (PyTorch / memfit) | forward vs onnxruntime | loss and gradients vs "
-        "PyTorch (worst tensor) | trained, saved, onnxruntime vs memfit | pass |",
-        "|---|---:|---:|---:|---:|---|"]
+        "PyTorch float32 (worst tensor) | PyTorch float32 vs float64 (worst) | over 1e-4: "
+        "memfit vs float64 / PyTorch float32 vs float64 (worst) | trained, saved: onnxruntime "
+        "vs memfit | pass |",
+        "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['torch_params']:,} / {r['memfit_params']:,} | "
             f"{r['forward_error']:.1e} | {r['grad_error']:.1e} ({r['grad_worst']}) | "
-            f"{r['trained_error']:.1e} | {'yes' if r['ok'] else 'NO'} |")
+            f"{r['torch_rounding']:.1e} | "
+            f"{'-' if r['grad_ratio'] == 0 else format(r['grad_ratio'], '.2f')} | "
+            f"{r['trained_error']:.1e} | "
+            f"{'yes' if r['ok'] else 'NO'} |")
     lines += ["", "| model | plan: imported arena | zoo twin arena | imported lower bound | "
               "zoo twin lower bound | imported, no sharing | zoo twin, no sharing |",
               "|---|---:|---:|---:|---:|---:|---:|"]

@@ -168,6 +168,12 @@ int main(int argc, char** argv) {
   // The layouts memfit trains in: blocked convolution networks on cpu.
   auto laid_out = assign_layouts(step, **backend);
   if (!laid_out) return fail(laid_out.message());
+  // The layout pass keeps the outputs in order, reordered to plain under new
+  // names where they were blocked (weight gradients).
+  std::map<std::string, std::string> output_name;
+  for (size_t i = 0; i < step.outputs().size(); ++i) {
+    output_name[step.value(step.outputs()[i]).name] = laid_out->value(laid_out->outputs()[i]).name;
+  }
   auto exe = Executable::compile(std::move(laid_out).value(), **backend);
   if (!exe) return fail(exe.message());
   auto result = (*exe)->run(state, feeds, StepContext{});
@@ -177,17 +183,19 @@ int main(int argc, char** argv) {
   out.model = options.name;
   if (forward) {
     const Value& logits = model->graph.value(model->logits);
-    out.tensors.push_back({"logits", logits.type.shape, result->outputs.at(logits.name)});
+    out.tensors.push_back({"logits", logits.type.shape, result->outputs.at(output_name.at(logits.name))});
     const Status saved = save_checkpoint(out_path, out);
     if (!saved.is_ok()) return fail(saved.message());
     std::printf("logits %s written to %s\n", shape_string(logits.type.shape).c_str(), out_path.c_str());
     return 0;
   }
-  out.tensors.push_back({"loss", {1}, result->outputs.at("loss")});
+  const std::string loss_name = output_name.at(model->graph.value(model->loss).name);
+  if (!result->outputs.count(loss_name)) return fail("the step has no output '" + loss_name + "'");
+  out.tensors.push_back({"loss", {1}, result->outputs.at(loss_name)});
   for (size_t i = 0; i < param_grad_names.size(); ++i) {
     const auto& [param, grad] = param_grad_names[i];
     out.tensors.push_back({param + ".grad", model->graph.value(model->params[i]).type.shape,
-                           result->outputs.at(grad)});
+                           result->outputs.at(output_name.at(grad))});
   }
   const Status saved = save_checkpoint(out_path, out);
   if (!saved.is_ok()) return fail(saved.message());

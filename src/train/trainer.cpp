@@ -167,6 +167,11 @@ Status check_options(const TrainOptions& o) {
   // Where the run will write, checked before it trains.
   if (!o.save_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_path, "--save"));
   if (!o.trace_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.trace_path, "--trace"));
+  if (o.step.model.loss == "mse") {
+    return Status::error("--loss mse trains against f32 targets of the output's shape, which neither "
+                         "Fashion-MNIST nor --synthetic provides (both give class labels); plan and "
+                         "maxbatch take it");
+  }
   if (!o.save_onnx_path.empty()) {
     if (o.step.model.onnx.empty()) return Status::error("--save-onnx needs a model from --onnx");
     MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_onnx_path, "--save-onnx"));
