@@ -13,6 +13,8 @@ twin of memfit's gpt, naive attention), exported by torch.onnx at opset 17:
            PyTorch's float32 one is (within a factor of 2), since float32
            itself can be farther than 1e-4 from the exact gradient;
   plan     memfit plan of the imported model against the zoo's twin;
+(gpt2@13 exports at opset 13, where layer normalization is written out in
+ReduceMean, Sub, Pow, Sqrt and Div);
   trained  memfit train --synthetic for a few steps, --save-onnx, then
            onnxruntime on the saved file against memfit's forward from its
            checkpoint of the same run.
@@ -87,7 +89,7 @@ def make_case(name, seq_len, image_size=224):
         "--no-dropout"]
 
 
-def export(model, inputs, path, training):
+def export(model, inputs, path, training, opset=17):
     """torch.onnx (TorchScript exporter) at opset 17, batch dynamic, without
     constant folding (which would store the transpose of a tied weight as an
     initializer of its own, a separate parameter). Training mode keeps batch
@@ -98,7 +100,7 @@ def export(model, inputs, path, training):
     model.train(training)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, tuple(inputs.values()), path, opset_version=17, dynamo=False,
+        torch.onnx.export(model, tuple(inputs.values()), path, opset_version=opset, dynamo=False,
                           training=mode, do_constant_folding=False, input_names=[name],
                           output_names=["logits"],
                           dynamic_axes={name: {0: "batch"}, "logits": {0: "batch"}})
@@ -157,12 +159,15 @@ def plan_json(tools, flags, batch):
     return json.loads(out)
 
 
-def check_case(name, args, tools, workdir):
+def check_case(case, args, tools, workdir):
+    """`case` is a model name, with "@N" for an opset other than 17."""
+    name, _, opset = case.partition("@")
+    opset = int(opset or 17)
     model, inputs, labels, zoo_flags = make_case(name, args.seq_len)
     batch = next(iter(inputs.values())).shape[0]
     path = os.path.join(workdir, f"{name}.onnx")
-    export(model, inputs, path, training=False)
-    row = {"model": name, "torch_params": sum(p.numel() for p in model.parameters())}
+    export(model, inputs, path, training=False, opset=opset)
+    row = {"model": f"{name}, opset {opset}", "torch_params": sum(p.numel() for p in model.parameters())}
 
     # Forward: the evaluation graph, batch norm on the running statistics.
     reference = ort_outputs(path, inputs)
@@ -174,7 +179,7 @@ def check_case(name, args, tools, workdir):
     # resnet size (64x64 images), whose float32 rounding stays under its tolerance.
     model, inputs_g, labels_g, _ = make_case(name, args.seq_len, image_size=64)
     path_g = os.path.join(workdir, f"{name}.train.onnx")
-    export(model, inputs_g, path_g, training=True)
+    export(model, inputs_g, path_g, training=True, opset=opset)
     grads = memfit_gradients(tools, path_g, inputs_g, labels_g, batch, workdir)
     memfit_params = {k[: -len(".grad")]: v for k, v in grads.items() if k.endswith(".grad")}
     row["memfit_params"] = sum(v.numel() for v in memfit_params.values())
@@ -253,7 +258,8 @@ def table(rows):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default="build", help="memfit's build directory")
-    p.add_argument("--models", default="resnet18,resnet50,gpt2")
+    p.add_argument("--models", default="resnet18,resnet50,gpt2,gpt2@13",
+                   help="resnet18, resnet50, gpt2; NAME@N exports at opset N (13 to 17)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seq-len", type=int, default=128, help="GPT-2's positions")
     p.add_argument("--plan-batch", type=int, default=8, help="the batch the plans compare at")

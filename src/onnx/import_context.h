@@ -88,6 +88,12 @@ class ImportContext {
 
   // Pending GELU parts by ONNX tensor name (onnx_operators.cpp).
   std::unordered_map<std::string, GeluPart>& gelu_parts() { return gelu_parts_; }
+  // What a pending part named `name` may feed, as an error message; empty
+  // when `name` is not pending.
+  std::string pending_part(const std::string& name) const;
+  // Pending square roots of computed values by ONNX tensor name: supported
+  // only as the divisor of a layer normalization written out in ops.
+  std::unordered_map<std::string, ValueId>& sqrt_parts() { return sqrt_parts_; }
 
   // The next dropout key (each Dropout node draws its own masks).
   uint64_t next_dropout_key() { return next_dropout_key_++; }
@@ -110,6 +116,7 @@ class ImportContext {
   std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
   std::unordered_map<std::string, Role> weight_roles_;  // weights made values so far
   std::unordered_map<std::string, GeluPart> gelu_parts_;
+  std::unordered_map<std::string, ValueId> sqrt_parts_;
   uint64_t next_dropout_key_ = 1;
 };
 

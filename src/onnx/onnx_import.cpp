@@ -39,6 +39,8 @@ namespace {
 
 Result<const OnnxTensor*> found(const OnnxTensor* t, const ImportContext& ctx, int i) {
   if (t != nullptr) return t;
+  const std::string pending = ctx.pending_part(ctx.node().input(i));
+  if (!pending.empty()) return ctx.error(pending);
   return ctx.error("input " + std::to_string(i) + " '" + ctx.node().input(i) +
                    "' is not produced by any earlier node, input or initializer (or by an "
                    "optional output memfit does not compute)");
@@ -49,6 +51,18 @@ Result<const OnnxTensor*> found(const OnnxTensor* t, const ImportContext& ctx, i
 bool ImportContext::is_constant(int i) const {
   const OnnxTensor* t = has_input(i) ? find(node_->input(i)) : nullptr;
   return t != nullptr && !t->value.valid() && t->constant.has_value();
+}
+
+std::string ImportContext::pending_part(const std::string& name) const {
+  if (gelu_parts_.count(name)) {
+    return "reads '" + name + "', an Erf, which is supported only inside GELU, "
+           "x * 0.5 * (1 + erf(x / sqrt(2)))";
+  }
+  if (sqrt_parts_.count(name)) {
+    return "reads '" + name + "', a Sqrt of computed data, which is supported only as a layer "
+           "normalization's divisor";
+  }
+  return "";
 }
 
 bool ImportContext::is_weight(int i) const {

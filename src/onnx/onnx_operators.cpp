@@ -113,6 +113,70 @@ Result<bool> gelu_step(Ctx& ctx, const std::string& op) {
   return false;
 }
 
+// The node that produces v when it is an `op` node, else null.
+const Node* producer(Ctx& ctx, ValueId v, OpKind op) {
+  const Value& value = ctx.graph().value(v);
+  if (!value.producer.valid()) return nullptr;
+  const Node& node = ctx.graph().node(value.producer);
+  return node.op == op ? &node : nullptr;
+}
+
+// Whether v is reduce_mean over the last axis of its input, keeping it; sets `from`.
+bool mean_over_last(Ctx& ctx, ValueId v, ValueId& from) {
+  const Node* node = producer(ctx, v, OpKind::reduce_mean);
+  if (node == nullptr) return false;
+  const auto& a = std::get<ReduceAttrs>(node->attrs);
+  const auto rank = static_cast<int64_t>(ctx.shape_of(node->inputs[0]).size());
+  if (!a.keepdims || a.axes != std::vector<int64_t>{rank - 1}) return false;
+  from = node->inputs[0];
+  return true;
+}
+
+Status sqrt(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
+  ctx.sqrt_parts()[ctx.node().output(0)] = x;
+  return Status::ok();
+}
+
+// Div(x - mean(x), Sqrt(mean((x - mean(x))^2) + eps)) over the last axis, as
+// exporters write LayerNormalization before opset 17: layer_norm with unit
+// scale and zero shift (the Mul and Add after it map as they are).
+Status layer_norm_division(Ctx& ctx, ValueId root) {
+  const std::string unsupported =
+      "Sqrt of computed data is supported only as a layer normalization's divisor, "
+      "(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) over the last axis";
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId centered, ctx.value(0));
+  const Node* plus_eps = producer(ctx, root, OpKind::add);
+  if (plus_eps == nullptr) return ctx.error(unsupported);
+  const Node* eps_fill = producer(ctx, plus_eps->inputs[1], OpKind::fill);
+  ValueId var = plus_eps->inputs[0];
+  if (eps_fill == nullptr) {
+    eps_fill = producer(ctx, plus_eps->inputs[0], OpKind::fill);
+    var = plus_eps->inputs[1];
+  }
+  if (eps_fill == nullptr || num_elements(std::get<FillAttrs>(eps_fill->attrs).shape) != 1) {
+    return ctx.error(unsupported);
+  }
+  ValueId squared, x;
+  if (!mean_over_last(ctx, var, squared)) return ctx.error(unsupported);
+  const Node* square = producer(ctx, squared, OpKind::mul);
+  if (square == nullptr || square->inputs[0] != square->inputs[1] || square->inputs[0] != centered) {
+    return ctx.error(unsupported);
+  }
+  const Node* sub = producer(ctx, centered, OpKind::sub);
+  ValueId mean_of;
+  if (sub == nullptr || !mean_over_last(ctx, sub->inputs[1], mean_of) || mean_of != sub->inputs[0]) {
+    return ctx.error(unsupported);
+  }
+  x = sub->inputs[0];
+  const int64_t width = ctx.shape_of(x).back();
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId ones, ctx.op(OpKind::fill, {}, FillAttrs{1.0f, {width}}));
+  MEMFIT_ASSIGN_OR_RETURN(const ValueId zeros, ctx.op(OpKind::fill, {}, FillAttrs{0.0f, {width}}));
+  const float eps = std::get<FillAttrs>(eps_fill->attrs).value;
+  return bind(ctx, ctx.op(OpKind::layer_norm, {x, ones, zeros}, LayerNormAttrs{eps}));
+}
+
 // Add, Sub, Mul, Div with numpy broadcasting; a scalar constant operand
 // becomes scale (Mul, Div) or an added fill.
 OperatorMapping binary(std::string name) {
@@ -130,8 +194,12 @@ OperatorMapping binary(std::string name) {
       MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
       return bind(ctx, ctx.op(OpKind::scale, {x}, ScaleAttrs{1.0f / *b}));
     }
+    if (name == "Div" && ctx.has_input(1) && ctx.sqrt_parts().count(ctx.node().input(1))) {
+      return layer_norm_division(ctx, ctx.sqrt_parts().at(ctx.node().input(1)));
+    }
     if (name == "Div") {
-      return ctx.error("division by a tensor the graph computes is not supported (only by a constant)");
+      return ctx.error("division by a tensor the graph computes is not supported (only by a "
+                       "constant, or a layer normalization's square root)");
     }
     MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
     MEMFIT_ASSIGN_OR_RETURN(const ValueId y, ctx.value(1));
@@ -781,7 +849,7 @@ const std::unordered_map<std::string, OperatorMapping>& operator_mappings() {
       {"Gemm", gemm},
       {"GlobalAveragePool", global_average_pool},
       {"Identity", identity},
-      {"Sqrt", known_only},
+      {"Sqrt", sqrt},
       {"Neg", known_only},
       {"Equal", known_only},
       {"Less", known_only},
