@@ -13,11 +13,11 @@ twin of memfit's gpt, naive attention), exported by torch.onnx at opset 17:
            PyTorch's float32 one is (within a factor of 2), since float32
            itself can be farther than 1e-4 from the exact gradient;
   plan     memfit plan of the imported model against the zoo's twin;
-(gpt2@13 exports at opset 13, where layer normalization is written out in
-ReduceMean, Sub, Pow, Sqrt and Div);
   trained  memfit train --synthetic for a few steps, --save-onnx, then
            onnxruntime on the saved file against memfit's forward from its
            checkpoint of the same run.
+gpt2@13 is the GPT-2 exported at opset 13, where layer normalization is
+written out in ReduceMean, Sub, Pow, Sqrt and Div.
 Prints one table (Markdown) and exits 1 when a check fails. Run by
 bench/onnx/run.sh, which installs its packages first.
 """
