@@ -10,7 +10,9 @@ seconds="${1:-300}"
 cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$(nproc)" >/dev/null
 echo "fuzzing each target for $seconds s on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
-for target in ir_text checkpoint idx; do
+targets="ir_text checkpoint idx"
+[ -x build-fuzz/fuzz_onnx ] && targets="$targets onnx"  # built where libonnx-dev is
+for target in $targets; do
   echo "== fuzz_$target"
   fuzz/run_fuzz.sh "build-fuzz/fuzz_$target" "fuzz/seeds/$target" "$seconds"
 done

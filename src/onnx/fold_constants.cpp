@@ -124,7 +124,12 @@ Result<T> binary(ImportContext& ctx, const T& a, const T& b, Arith op) {
           r = x / y;
           if ((x % y != 0) && ((x < 0) != (y < 0))) --r;  // floor, as numpy
           break;
-        case Arith::pow: r = static_cast<int64_t>(std::pow(static_cast<double>(x), static_cast<double>(y))); break;
+        case Arith::pow: {
+          const double p = std::pow(static_cast<double>(x), static_cast<double>(y));
+          if (!(std::abs(p) < 9.2e18)) return ctx.error("an integer power overflows");
+          r = static_cast<int64_t>(p);
+          break;
+        }
         default: break;
       }
       out.i.push_back(r);
@@ -147,6 +152,9 @@ Result<T> reshaped(ImportContext& ctx, T t, const std::vector<int64_t>& spec, bo
     } else if (shape[d] < 0) {
       return ctx.error("the shape has a negative dimension");
     } else {
+      if (shape[d] > kMaxFoldElements || known > kMaxFoldElements) {
+        return ctx.error("the shape " + shape_string(spec) + " is too large");
+      }
       known *= shape[d];
     }
   }
@@ -210,6 +218,8 @@ Result<T> slice(ImportContext& ctx, const T& data, std::vector<int64_t> starts,
     MEMFIT_ASSIGN_OR_RETURN(const int64_t a, axis_in(ctx, axes[k], rank));
     const int64_t dim = data.shape[static_cast<size_t>(a)];
     if (steps[k] == 0) return ctx.error("a slice step is 0");
+    // A step longer than the dimension takes one element, as any such step does.
+    steps[k] = std::clamp<int64_t>(steps[k], -(dim + 1), dim + 1);
     auto clamp = [&](int64_t v, bool forward) {
       if (v < 0) v += dim;
       return forward ? std::clamp<int64_t>(v, 0, dim) : std::clamp<int64_t>(v, -1, dim - 1);
@@ -270,8 +280,12 @@ Result<T> transpose(ImportContext& ctx, const T& t, std::vector<int64_t> perm) {
   }
   if (perm.size() != rank) return ctx.error("perm has the wrong length");
   Shape shape(rank);
+  std::vector<bool> seen(rank, false);
   for (size_t d = 0; d < rank; ++d) {
-    if (perm[d] < 0 || perm[d] >= static_cast<int64_t>(rank)) return ctx.error("perm out of range");
+    if (perm[d] < 0 || perm[d] >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(perm[d])]) {
+      return ctx.error("perm is not a permutation");
+    }
+    seen[static_cast<size_t>(perm[d])] = true;
     shape[d] = t.shape[static_cast<size_t>(perm[d])];
   }
   T out = empty_like(t, shape);
@@ -462,13 +476,15 @@ Result<bool> fold_constants(ImportContext& ctx) {
     const double n = std::max(0.0, std::ceil((limit - s) / delta));
     if (!(n <= static_cast<double>(kMaxFoldElements))) return ctx.error("a Range too long to fold");
     T r;
-    r.type = start.is_float() ? T::Type::f32 : T::Type::i64;
+    const bool floats = start.is_float() || in.at(1).is_float() || in.at(2).is_float();
+    r.type = floats ? T::Type::f32 : T::Type::i64;
     r.shape = {static_cast<int64_t>(n)};
     for (int64_t k = 0; k < r.shape[0]; ++k) {
       if (r.is_float()) {
         r.f.push_back(static_cast<float>(s + static_cast<double>(k) * delta));
       } else {
-        r.i.push_back(start.i[0] + k * in.at(2).i[0]);
+        r.i.push_back(static_cast<int64_t>(static_cast<uint64_t>(start.i[0]) +
+                                           static_cast<uint64_t>(k) * static_cast<uint64_t>(in.at(2).i[0])));
       }
     }
     return out(r);
@@ -508,6 +524,7 @@ Result<bool> fold_constants(ImportContext& ctx) {
     std::vector<bool> marked(rank, false);
     for (int64_t a : axes) {
       MEMFIT_ASSIGN_OR_RETURN(const int64_t n, axis_in(ctx, a, rank));
+      if (marked[static_cast<size_t>(n)]) return ctx.error("axis " + std::to_string(a) + " is repeated");
       marked[static_cast<size_t>(n)] = true;
     }
     Shape shape;

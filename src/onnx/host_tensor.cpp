@@ -59,8 +59,8 @@ Result<HostTensor> tensor_from_proto(const onnx::TensorProto& proto) {
       return Status::error(what + " has a dimension of " + std::to_string(d));
     }
     t.shape.push_back(d);
+    if (d != 0 && count > (int64_t{1} << 34) / d) return Status::error(what + " has too many elements");
     count *= d;
-    if (count > (int64_t{1} << 34)) return Status::error(what + " has too many elements");
   }
   const auto n = static_cast<size_t>(count);
   const std::string& raw = proto.raw_data();

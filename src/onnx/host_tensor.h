@@ -26,7 +26,14 @@ struct HostTensor {
   bool is_float() const { return type == Type::f32; }
   // Element k as a double, and as an int64 (floats truncated).
   double number(size_t k) const { return is_float() ? f[k] : static_cast<double>(i[k]); }
-  int64_t integer(size_t k) const { return is_float() ? static_cast<int64_t>(f[k]) : i[k]; }
+  // Floats outside the int64 range (and NaN) saturate, so that no cast is undefined.
+  int64_t integer(size_t k) const {
+    if (!is_float()) return i[k];
+    const double v = f[k];
+    if (!(v > -9.2e18)) return v != v ? 0 : INT64_MIN;
+    if (!(v < 9.2e18)) return INT64_MAX;
+    return static_cast<int64_t>(v);
+  }
   // All elements as integers (shapes, axes, indices).
   std::vector<int64_t> integers() const;
 

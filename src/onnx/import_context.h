@@ -106,6 +106,10 @@ class ImportContext {
   Status map_node(const onnx::NodeProto& node);
   Status add_loss();
   const OnnxTensor* find(const std::string& name) const;
+  bool initializer_named(const std::string& name) const;
+  // A unique name for a new node (its output values take it) that is no
+  // ONNX tensor's name; `fallback` when no ONNX node is being mapped.
+  std::string node_name(const std::string& fallback = "node") const;
   Status bind(const std::string& name, OnnxTensor tensor);
 
   const OnnxFile& file_;
@@ -113,7 +117,7 @@ class ImportContext {
   Model model_;
   const onnx::NodeProto* node_ = nullptr;
   std::unordered_map<std::string, OnnxTensor> tensors_;
-  std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
+  std::unordered_set<std::string> reserved_;  // every ONNX tensor name, and memfit's data names
   std::unordered_map<std::string, Role> weight_roles_;  // weights made values so far
   std::unordered_map<std::string, GeluPart> gelu_parts_;
   std::unordered_map<std::string, ValueId> sqrt_parts_;

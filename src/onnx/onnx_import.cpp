@@ -22,6 +22,13 @@ Status ImportContext::error(const std::string& what) const {
   return Status::error(file_.what + ": " + where() + ": " + what);
 }
 
+bool ImportContext::initializer_named(const std::string& name) const {
+  for (const onnx::TensorProto& init : file_.model.graph().initializer()) {
+    if (init.name() == name) return true;
+  }
+  return false;
+}
+
 const OnnxTensor* ImportContext::find(const std::string& name) const {
   const auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
@@ -86,6 +93,9 @@ Result<ValueId> ImportContext::value(int i, Role weight_role) {
   }
   const HostTensor& c = *t.constant;
   if (t.weight) {
+    if (model_.graph.find_value(name).valid()) {
+      return error("the weight '" + name + "' has the name of another tensor memfit made");
+    }
     const ValueId v = model_.graph.add_input(name, TensorType{c.shape, DType::f32}, weight_role);
     if (weight_role == Role::parameter) model_.params.push_back(v);
     model_.init[name] = Init::of(c.f);
@@ -192,18 +202,26 @@ Status ImportContext::only_attrs(std::initializer_list<const char*> known) const
 }
 
 Result<ValueId> ImportContext::op(OpKind op, std::vector<ValueId> inputs, Attrs attrs) {
-  const std::string base = node_ && !node_->name().empty() ? node_->name() : node_->op_type();
-  auto node = add_node(model_.graph, op, std::move(inputs), std::move(attrs),
-                       model_.graph.unique_node_name(base));
+  auto node = add_node(model_.graph, op, std::move(inputs), std::move(attrs), node_name());
   if (!node) return error(node.message());
   return model_.graph.node(*node).outputs[0];
+}
+
+std::string ImportContext::node_name(const std::string& fallback) const {
+  std::string base = node_ && !node_->name().empty() ? node_->name()
+                     : node_                          ? node_->op_type()
+                                                      : fallback;
+  // A node's outputs take its name; the ONNX tensor names stay free for the
+  // weights and inputs that keep them.
+  while (reserved_.count(base)) base += ".op";
+  return model_.graph.unique_node_name(base);
 }
 
 Result<ValueId> ImportContext::constant_value(const HostTensor& t, const std::string& name) {
   const bool uniform = std::all_of(t.f.begin(), t.f.end(), [&](float v) { return v == t.f[0]; });
   if (t.elements() == 0) return error("the constant '" + name + "' is empty");
   if (uniform) return op(OpKind::fill, {}, FillAttrs{t.f[0], t.shape});
-  const std::string unique = model_.graph.unique_value_name(name);
+  const std::string unique = model_.graph.unique_value_name(name);  // the tensor's own name
   const ValueId v = model_.graph.add_input(unique, TensorType{t.shape, DType::f32}, Role::state);
   model_.init[unique] = Init::of(t.f);
   return v;
@@ -211,6 +229,12 @@ Result<ValueId> ImportContext::constant_value(const HostTensor& t, const std::st
 
 Status ImportContext::bind_inputs() {
   const onnx::GraphProto& g = file_.model.graph();
+  reserved_ = {"labels", "images", "tokens"};
+  for (const onnx::TensorProto& init : g.initializer()) reserved_.insert(init.name());
+  for (const onnx::ValueInfoProto& in : g.input()) reserved_.insert(in.name());
+  for (const onnx::NodeProto& node : g.node()) {
+    for (const std::string& out : node.output()) reserved_.insert(out);
+  }
   for (const onnx::TensorProto& init : g.initializer()) {
     if (init.name().empty()) return Status::error(file_.what + ": an initializer has no name");
     auto tensor = tensor_from_proto(init);
@@ -255,9 +279,18 @@ Status ImportContext::bind_inputs() {
       }
     }
     if (shape.empty()) return Status::error(what + " is a scalar; memfit needs a batch dimension");
+    // The data sets' names, unless the file names a weight so; a data input
+    // named `labels` takes another name.
     std::string name = in.name();
-    if (dtype == DType::f32 && shape.size() == 4 && images++ == 0) name = "images";
-    if (dtype == DType::i32 && shape.size() == 2 && tokens++ == 0) name = "tokens";
+    if (dtype == DType::f32 && shape.size() == 4 && images++ == 0 && !initializer_named("images")) {
+      name = "images";
+    }
+    if (dtype == DType::i32 && shape.size() == 2 && tokens++ == 0 && !initializer_named("tokens")) {
+      name = "tokens";
+    }
+    if (name == "labels" || model_.graph.find_value(name).valid()) {
+      name = model_.graph.unique_value_name(name + ".input");
+    }
     const ValueId v = model_.graph.add_input(name, TensorType{shape, dtype}, Role::input);
     model_.inputs.push_back(v);
     tensors_[in.name()] = OnnxTensor{v, std::nullopt, false};
@@ -271,6 +304,7 @@ Status ImportContext::map_node(const onnx::NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") {
     return error("operator domain '" + node.domain() + "' is not supported (only the default domain)");
   }
+  if (node.output_size() == 0 || node.output(0).empty()) return error("the node has no output");
   for (const std::string& out : node.output()) {
     if (!out.empty() && find(out)) return error("tensor '" + out + "' is produced twice");
   }
@@ -305,7 +339,7 @@ Status ImportContext::add_loss() {
     return Status::error(file_.what + ": the first output '" + out_name + "' is not f32");
   }
   auto append = [&](OpKind op, std::vector<ValueId> in, Attrs attrs, const char* name) -> Result<ValueId> {
-    auto node = add_node(graph, op, std::move(in), std::move(attrs), graph.unique_node_name(name));
+    auto node = add_node(graph, op, std::move(in), std::move(attrs), node_name(name));
     if (!node) return Status::error(file_.what + ": the loss: " + node.message());
     return graph.node(*node).outputs[0];
   };
@@ -320,6 +354,9 @@ Status ImportContext::add_loss() {
     const int64_t rows_total = num_elements(label_shape);
     if (label_shape[0] != options_.batch && rows_total % options_.batch == 0) {
       label_shape = {options_.batch, rows_total / options_.batch};
+    }
+    if (graph.find_value("labels").valid()) {
+      return Status::error(file_.what + ": a weight is named 'labels', the name of memfit's labels");
     }
     model_.labels = graph.add_input("labels", TensorType{label_shape, DType::i32}, Role::label);
     model_.inputs.push_back(model_.labels);
@@ -337,6 +374,9 @@ Status ImportContext::add_loss() {
     MEMFIT_ASSIGN_OR_RETURN(model_.loss,
                             append(OpKind::softmax_cross_entropy, {logits, labels}, NoAttrs{}, "loss"));
   } else if (options_.loss == "mse") {
+    if (graph.find_value("labels").valid()) {
+      return Status::error(file_.what + ": a weight is named 'labels', the name of memfit's labels");
+    }
     model_.labels = graph.add_input("labels", TensorType{shape, DType::f32}, Role::label);
     model_.inputs.push_back(model_.labels);
     model_.logits = y;

@@ -549,6 +549,9 @@ Status reshape(Ctx& ctx) {
     } else if (shape[d] < 0) {
       return ctx.error("the shape " + shape_string(spec.integers()) + " is not supported");
     } else {
+      if (shape[d] > (int64_t{1} << 40) || known > (int64_t{1} << 40)) {
+        return ctx.error("the shape " + shape_string(spec.integers()) + " is too large");
+      }
       known *= shape[d];
     }
   }
@@ -594,6 +597,7 @@ OperatorMapping squeeze(bool unsqueeze) {
     std::vector<bool> marked(rank, false);
     for (int64_t a : axes) {
       MEMFIT_ASSIGN_OR_RETURN(const int64_t n, axis_of(ctx, a, rank));
+      if (marked[static_cast<size_t>(n)]) return ctx.error("axis " + std::to_string(a) + " is repeated");
       marked[static_cast<size_t>(n)] = true;
     }
     Shape shape;

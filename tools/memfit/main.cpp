@@ -574,6 +574,10 @@ int main(int argc, char** argv) {
       return usage_error(cmd->get_name(), "give --model NAME or --onnx FILE");
     }
     if (!spec->model.onnx.empty()) {
+      if (cmd->count("--attention") > 0) {
+        return usage_error(cmd->get_name(), "--attention chooses a zoo model's attention; an ONNX "
+                                            "model's is that of its file");
+      }
       spec->model.name = std::filesystem::path(spec->model.onnx).stem().string();
     } else if (!spec->model.loss.empty()) {
       return usage_error(cmd->get_name(), "--loss applies to --onnx models; a zoo model has its own loss");
