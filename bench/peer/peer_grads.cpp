@@ -113,9 +113,6 @@ int main(int argc, char** argv) {
   const Status verified = verify_graph(step);
   if (!verified.is_ok()) return fail(verified.message());
 
-  auto inputs = load_checkpoint(inputs_path);
-  if (!inputs) return fail(inputs.message());
-  const auto input_tensors = by_name(*inputs);
   Checkpoint weights;
   if (!weights_path.empty()) {
     auto loaded = load_checkpoint(weights_path);
@@ -123,6 +120,9 @@ int main(int argc, char** argv) {
     weights = std::move(loaded).value();
   }
   const auto weight_tensors = by_name(weights);
+  auto inputs = load_checkpoint(inputs_path);
+  if (!inputs) return fail(inputs.message());
+  const auto input_tensors = by_name(*inputs);
 
   StateStore state;
   for (const Value& v : step.values()) {

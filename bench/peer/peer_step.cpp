@@ -74,6 +74,9 @@ void init_state(const std::vector<std::pair<std::string, Shape>>& persistent, co
         case Init::Kind::uniform:
           data[i] = (2.0f * random_uniform(7, 0, key, i) - 1.0f) * it->second.bound;
           break;
+        case Init::Kind::values:
+          data[i] = (*it->second.values)[i];
+          break;
       }
     }
   }
