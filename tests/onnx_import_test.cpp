@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "autodiff/autodiff.h"
 #include "memfit/builder.h"
 #include "onnx/onnx_file.h"
 #include "runtime/kernel.h"
@@ -594,7 +595,9 @@ TEST(OnnxOperators, LayerNormalization) {
 
 // LayerNormalization as exporters write it before opset 17: (x - mean) /
 // Sqrt(mean((x - mean)^2) + eps), then Mul and Add of the affine weights:
-// one layer_norm op, whose values are those of a layer normalization.
+// one live layer_norm op that reads the weights as its scale and shift (the
+// ops written out, and the layer_norms before the affine parts, go unused),
+// whose values are those of a layer normalization.
 TEST(OnnxOperators, LayerNormalizationWrittenOut) {
   OnnxModel m;
   m.input("x", {3, 4});
@@ -616,9 +619,16 @@ TEST(OnnxOperators, LayerNormalizationWrittenOut) {
 
   const auto model = imported(m);
   ASSERT_TRUE(model);
-  const auto lns = nodes_of(*model, OpKind::layer_norm);
+  Model live = *model;
+  live.graph = remove_dead_nodes(model->graph);
+  for (const OpKind op : {OpKind::reduce_mean, OpKind::sub, OpKind::mul, OpKind::add}) {
+    EXPECT_TRUE(nodes_of(live, op).empty()) << op_name(op) << " is still read";
+  }
+  const auto lns = nodes_of(live, OpKind::layer_norm);
   ASSERT_EQ(lns.size(), 1u);
   EXPECT_FLOAT_EQ(std::get<LayerNormAttrs>(lns[0]->attrs).eps, 1e-5f);
+  EXPECT_EQ(live.graph.value(lns[0]->inputs[1]).name, "ln.weight");
+  EXPECT_EQ(live.graph.value(lns[0]->inputs[2]).name, "ln.bias");
   EXPECT_EQ(param_names(*model), (std::vector<std::string>{"ln.bias", "ln.weight"}));
 
   const Floats x = testing::random_normal(kBatch * 3 * 4, 12);

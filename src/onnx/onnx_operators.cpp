@@ -177,6 +177,43 @@ Status layer_norm_division(Ctx& ctx, ValueId root) {
   return bind(ctx, ctx.op(OpKind::layer_norm, {x, ones, zeros}, LayerNormAttrs{eps}));
 }
 
+// Whether v is a fill of `value`.
+bool is_fill(Ctx& ctx, ValueId v, float value) {
+  const Node* fill = producer(ctx, v, OpKind::fill);
+  return fill != nullptr && std::get<FillAttrs>(fill->attrs).value == value;
+}
+
+// The affine part of a layer normalization written out in ops: Mul by a
+// scale of the normalized width after layer_norm with unit scale, and Add of
+// a shift after one with zero shift, become that layer_norm's own scale and
+// shift (a layer_norm anew; the first goes unused unless another node reads it).
+Result<bool> layer_norm_affine(Ctx& ctx, const std::string& name) {
+  if (name != "Mul" && name != "Add") return false;
+  for (int side = 0; side < 2; ++side) {
+    if (ctx.is_constant(side) && !ctx.is_weight(side)) continue;
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId normalized, ctx.value(side));
+    const Node* norm = producer(ctx, normalized, OpKind::layer_norm);
+    if (norm == nullptr) continue;
+    const int64_t width = ctx.shape_of(norm->inputs[0]).back();
+    const int other = 1 - side;
+    MEMFIT_ASSIGN_OR_RETURN(const Shape other_shape, ctx.shape(other));
+    if (other_shape != Shape{width}) continue;
+    MEMFIT_ASSIGN_OR_RETURN(const ValueId factor, ctx.value(other));
+    std::vector<ValueId> inputs = norm->inputs;
+    if (name == "Mul" && is_fill(ctx, inputs[1], 1.0f) && is_fill(ctx, inputs[2], 0.0f)) {
+      inputs[1] = factor;
+    } else if (name == "Add" && is_fill(ctx, inputs[2], 0.0f)) {
+      inputs[2] = factor;
+    } else {
+      continue;
+    }
+    const Attrs attrs = norm->attrs;
+    MEMFIT_RETURN_IF_ERROR(bind(ctx, ctx.op(OpKind::layer_norm, inputs, attrs)));
+    return true;
+  }
+  return false;
+}
+
 // Add, Sub, Mul, Div with numpy broadcasting; a scalar constant operand
 // becomes scale (Mul, Div) or an added fill.
 OperatorMapping binary(std::string name) {
@@ -185,6 +222,8 @@ OperatorMapping binary(std::string name) {
     if (ctx.inputs() != 2) return ctx.error("needs 2 inputs");
     MEMFIT_ASSIGN_OR_RETURN(const bool gelu, gelu_step(ctx, name));
     if (gelu) return Status::ok();
+    MEMFIT_ASSIGN_OR_RETURN(const bool affine, layer_norm_affine(ctx, name));
+    if (affine) return Status::ok();
     const std::optional<float> a = scalar_of(ctx, 0), b = scalar_of(ctx, 1);
     if (name == "Mul" && (a || b)) {
       MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(a ? 1 : 0));
