@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "onnx/import_context.h"
+#include "onnx/shape_rules.h"
 #include "ops/op_util.h"
 
 namespace memfit {
@@ -20,11 +21,9 @@ using T = HostTensor;
 constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
 
 Result<int64_t> axis_in(ImportContext& ctx, int64_t axis, size_t rank) {
-  const auto r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r) {
-    return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-  }
-  return axis < 0 ? axis + r : axis;
+  auto a = onnx_axis(axis, rank);
+  if (!a) return ctx.error(a.message());
+  return *a;
 }
 
 std::vector<int64_t> strides_of(const Shape& shape) {
@@ -138,38 +137,11 @@ Result<T> binary(ImportContext& ctx, const T& a, const T& b, Arith op) {
   return out;
 }
 
+// `t` with the shape Reshape's rule gives for `spec`.
 Result<T> reshaped(ImportContext& ctx, T t, const std::vector<int64_t>& spec, bool allowzero) {
-  Shape shape = spec;
-  int64_t known = 1, infer = -1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0 && !allowzero) {
-      if (d >= t.shape.size()) return ctx.error("a 0 in the shape has no input dimension to copy");
-      shape[d] = t.shape[d];
-    }
-    if (shape[d] == -1) {
-      if (infer >= 0) return ctx.error("the shape has more than one -1");
-      infer = static_cast<int64_t>(d);
-    } else if (shape[d] < 0) {
-      return ctx.error("the shape has a negative dimension");
-    } else {
-      if (shape[d] > kMaxFoldElements || known > kMaxFoldElements) {
-        return ctx.error("the shape " + shape_string(spec) + " is too large");
-      }
-      known *= shape[d];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || t.elements() % known != 0) {
-      return ctx.error("cannot infer the -1 of shape " + shape_string(spec) + " for " +
-                       shape_string(t.shape));
-    }
-    shape[static_cast<size_t>(infer)] = t.elements() / known;
-  }
-  if (num_elements(shape) != t.elements()) {
-    return ctx.error("shape " + shape_string(spec) + " does not hold the " +
-                     std::to_string(t.elements()) + " elements of " + shape_string(t.shape));
-  }
-  t.shape = shape;
+  auto shape = reshape_target(t.shape, spec, allowzero);
+  if (!shape) return ctx.error(shape.message());
+  t.shape = *shape;
   return t;
 }
 
@@ -401,15 +373,9 @@ Result<bool> fold_constants(ImportContext& ctx) {
   for (int i = 0; i < ctx.inputs(); ++i) {
     if (ctx.has_input(i) && !ctx.is_constant(i)) return false;
   }
+  // A weight is computed with in the graph, so that it trains.
   for (int i = 0; i < ctx.inputs(); ++i) {
-    if (!ctx.has_input(i)) continue;
-    // A weight is computed with in the graph, so that it trains.
-    MEMFIT_ASSIGN_OR_RETURN(const T t, ctx.constant(i));
-    if (t.is_float() && t.elements() > 1 && op != "Shape") {
-      // Weights are exactly the f32 initializers of more than one element;
-      // other float constants (Constant nodes) fold.
-      if (ctx.is_weight(i)) return false;
-    }
+    if (ctx.is_weight(i)) return false;
   }
   MEMFIT_ASSIGN_OR_RETURN(std::vector<T> in, known_inputs(ctx));
   static const std::unordered_map<std::string, size_t> fewest = {
@@ -507,38 +473,14 @@ Result<bool> fold_constants(ImportContext& ctx) {
     MEMFIT_ASSIGN_OR_RETURN(const int64_t allowzero, ctx.attr_int("allowzero", 0));
     return out(reshaped(ctx, in.at(0), in.at(1).integers(), allowzero != 0));
   }
-  if (op == "Flatten") {
+  if (op == "Flatten" || op == "Unsqueeze" || op == "Squeeze") {
     const T& t = in.at(0);
-    MEMFIT_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 1));
-    if (axis < 0) axis += static_cast<int64_t>(t.shape.size());
-    if (axis < 0 || axis > static_cast<int64_t>(t.shape.size())) return ctx.error("axis out of range");
-    const int64_t rows = num_elements(Shape(t.shape.begin(), t.shape.begin() + axis));
-    return out(reshaped(ctx, t, {rows, t.elements() / std::max<int64_t>(rows, 1)}, true));
-  }
-  if (op == "Unsqueeze" || op == "Squeeze") {
-    const T& t = in.at(0);
-    std::vector<int64_t> axes;
-    if (ctx.has_input(1)) axes = in.at(1).integers();
-    const bool unsqueeze = op == "Unsqueeze";
-    const size_t rank = t.shape.size() + (unsqueeze ? axes.size() : 0);
-    std::vector<bool> marked(rank, false);
-    for (int64_t a : axes) {
-      MEMFIT_ASSIGN_OR_RETURN(const int64_t n, axis_in(ctx, a, rank));
-      if (marked[static_cast<size_t>(n)]) return ctx.error("axis " + std::to_string(a) + " is repeated");
-      marked[static_cast<size_t>(n)] = true;
-    }
-    Shape shape;
-    size_t src = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      if (unsqueeze) {
-        shape.push_back(marked[d] ? 1 : t.shape[src++]);
-      } else if (axes.empty() ? t.shape[d] != 1 : !marked[d]) {
-        shape.push_back(t.shape[d]);
-      } else if (t.shape[d] != 1) {
-        return ctx.error("Squeeze of a dimension that is not 1");
-      }
-    }
-    return out(reshaped(ctx, t, shape, true));
+    MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, ctx.attr_int("axis", 1));
+    const std::vector<int64_t> axes = ctx.has_input(1) ? in.at(1).integers() : std::vector<int64_t>{};
+    const Result<Shape> shape = op == "Flatten" ? flatten_target(t.shape, axis)
+                                                : squeeze_target(t.shape, axes, op == "Unsqueeze");
+    if (!shape) return ctx.error(shape.message());
+    return out(reshaped(ctx, t, *shape, true));
   }
   if (op == "Gather") {
     MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, ctx.attr_int("axis", 0));

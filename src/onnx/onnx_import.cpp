@@ -80,9 +80,8 @@ bool ImportContext::is_weight(int i) const {
 Result<ValueId> ImportContext::value(int i, Role weight_role) {
   if (!has_input(i)) return error("input " + std::to_string(i) + " is missing");
   const std::string& name = node_->input(i);
-  MEMFIT_ASSIGN_OR_RETURN(const OnnxTensor* found_t, found(find(name), *this, i));
+  MEMFIT_RETURN_IF_ERROR(found(find(name), *this, i).status());
   OnnxTensor& t = tensors_.at(name);
-  (void)found_t;
   if (t.value.valid()) {
     if (t.weight && weight_roles_.at(name) != weight_role) {
       return error("initializer '" + name + "' is read both as a " +

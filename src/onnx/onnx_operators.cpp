@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "onnx/import_context.h"
+#include "onnx/shape_rules.h"
 #include "ops/op_util.h"
 
 namespace memfit {
@@ -14,11 +15,9 @@ namespace {
 using Ctx = ImportContext;
 
 Result<int64_t> axis_of(Ctx& ctx, int64_t axis, size_t rank) {
-  const auto r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r) {
-    return ctx.error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
-  }
-  return axis < 0 ? axis + r : axis;
+  auto a = onnx_axis(axis, rank);
+  if (!a) return ctx.error(a.message());
+  return *a;
 }
 
 Status bind(Ctx& ctx, Result<ValueId> v) {
@@ -484,12 +483,8 @@ Status batch_normalization(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"epsilon", "momentum", "training_mode"}));
   MEMFIT_ASSIGN_OR_RETURN(const float eps, ctx.attr_float("epsilon", 1e-5f));
   MEMFIT_ASSIGN_OR_RETURN(const float momentum, ctx.attr_float("momentum", 0.9f));
-  for (int k = 1; k < ctx.outputs(); ++k) {
-    if (!ctx.node().output(k).empty()) {
-      // The running statistics outputs of training mode: memfit updates the
-      // state in place; a graph that reads them is not supported.
-    }
-  }
+  // Training mode's outputs 1 and 2 (the running statistics) are not bound:
+  // memfit updates the state itself, and a node that reads them is refused.
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
   MEMFIT_ASSIGN_OR_RETURN(const ValueId scale, ctx.value(1));
   MEMFIT_ASSIGN_OR_RETURN(const ValueId bias, ctx.value(2));
@@ -548,10 +543,8 @@ OperatorMapping softmax(OpKind op) {
 
 Status dropout(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"seed"}));
-  if (ctx.outputs() > 1 && !ctx.node().output(1).empty()) {
-    // The mask output: memfit's dropout keeps its mask implicit. Exporters
-    // name it without reading it; a graph that reads it fails at that reader.
-  }
+  // The mask output is not bound: memfit's dropout keeps its mask implicit;
+  // exporters name it without reading it, and a node that reads it is refused.
   float ratio = 0.5f;
   if (ctx.has_input(1)) {
     const std::optional<float> r = scalar_of(ctx, 1);
@@ -575,48 +568,18 @@ Status reshape(Ctx& ctx) {
   MEMFIT_ASSIGN_OR_RETURN(const int64_t allowzero, ctx.attr_int("allowzero", 0));
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
   MEMFIT_ASSIGN_OR_RETURN(const HostTensor spec, ctx.constant(1));
-  const Shape& xs = ctx.shape_of(x);
-  Shape shape = spec.integers();
-  int64_t known = 1, infer = -1;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0 && allowzero == 0) {
-      if (d >= xs.size()) return ctx.error("a 0 in the shape has no input dimension to copy");
-      shape[d] = xs[d];
-    }
-    if (shape[d] == -1 && infer < 0) {
-      infer = static_cast<int64_t>(d);
-    } else if (shape[d] < 0) {
-      return ctx.error("the shape " + shape_string(spec.integers()) + " is not supported");
-    } else {
-      if (shape[d] > (int64_t{1} << 40) || known > (int64_t{1} << 40)) {
-        return ctx.error("the shape " + shape_string(spec.integers()) + " is too large");
-      }
-      known *= shape[d];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || num_elements(xs) % known != 0) {
-      return ctx.error("cannot infer the -1 of " + shape_string(spec.integers()) + " for " + shape_string(xs));
-    }
-    shape[static_cast<size_t>(infer)] = num_elements(xs) / known;
-  }
-  if (num_elements(shape) != num_elements(xs)) {
-    return ctx.error("shape " + shape_string(spec.integers()) + " does not hold the " +
-                     std::to_string(num_elements(xs)) + " elements of " + shape_string(xs) +
-                     " (a batch fixed in the exported graph? export with a dynamic batch axis)");
-  }
-  return reshape_to(ctx, x, shape);
+  auto shape = reshape_target(ctx.shape_of(x), spec.integers(), allowzero != 0);
+  if (!shape) return ctx.error(shape.message());
+  return reshape_to(ctx, x, *shape);
 }
 
 Status flatten(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis"}));
-  MEMFIT_ASSIGN_OR_RETURN(int64_t axis, ctx.attr_int("axis", 1));
+  MEMFIT_ASSIGN_OR_RETURN(const int64_t axis, ctx.attr_int("axis", 1));
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
-  const Shape& xs = ctx.shape_of(x);
-  if (axis < 0) axis += static_cast<int64_t>(xs.size());
-  if (axis < 0 || axis > static_cast<int64_t>(xs.size())) return ctx.error("axis out of range");
-  const int64_t rows = num_elements(Shape(xs.begin(), xs.begin() + axis));
-  return reshape_to(ctx, x, {rows, num_elements(xs) / std::max<int64_t>(rows, 1)});
+  auto shape = flatten_target(ctx.shape_of(x), axis);
+  if (!shape) return ctx.error(shape.message());
+  return reshape_to(ctx, x, *shape);
 }
 
 // Squeeze and Unsqueeze: reshapes; axes from input 1 (opset 13 on).
@@ -624,7 +587,6 @@ OperatorMapping squeeze(bool unsqueeze) {
   return [unsqueeze](Ctx& ctx) -> Status {
     MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({}));
     MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
-    const Shape xs = ctx.shape_of(x);
     std::vector<int64_t> axes;
     if (ctx.has_input(1)) {
       MEMFIT_ASSIGN_OR_RETURN(const HostTensor a, ctx.constant(1));
@@ -632,26 +594,9 @@ OperatorMapping squeeze(bool unsqueeze) {
     } else if (unsqueeze) {
       return ctx.error("Unsqueeze needs axes");
     }
-    const size_t rank = xs.size() + (unsqueeze ? axes.size() : 0);
-    std::vector<bool> marked(rank, false);
-    for (int64_t a : axes) {
-      MEMFIT_ASSIGN_OR_RETURN(const int64_t n, axis_of(ctx, a, rank));
-      if (marked[static_cast<size_t>(n)]) return ctx.error("axis " + std::to_string(a) + " is repeated");
-      marked[static_cast<size_t>(n)] = true;
-    }
-    Shape shape;
-    size_t src = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      if (unsqueeze) {
-        shape.push_back(marked[d] ? 1 : xs[src++]);
-      } else if (axes.empty() ? xs[d] != 1 : !marked[d]) {
-        shape.push_back(xs[d]);
-      } else if (xs[d] != 1) {
-        return ctx.error("squeezes dimension " + std::to_string(d) + " of " + shape_string(xs) +
-                         ", which is not 1");
-      }
-    }
-    return reshape_to(ctx, x, shape);
+    auto shape = squeeze_target(ctx.shape_of(x), axes, unsqueeze);
+    if (!shape) return ctx.error(shape.message());
+    return reshape_to(ctx, x, *shape);
   };
 }
 
