@@ -33,6 +33,23 @@ Batch fill(const Loaded& l, int64_t first, bool test = false) {
   return batch;
 }
 
+// Labels as f32 one-hot targets (a squared-error loss): set_class writes the
+// class's row, label_classes reads it back as the largest element's index.
+TEST(Labels, OneHotTargetsHoldTheirClasses) {
+  Batch batch;
+  batch.batch = 3;
+  batch.inputs.push_back({"labels", DType::f32, 4, std::vector<float>(12, 0.5f), {}});
+  ASSERT_TRUE(batch.set_class(0, 3).is_ok());
+  ASSERT_TRUE(batch.set_class(1, 0).is_ok());
+  ASSERT_TRUE(batch.set_class(2, 2).is_ok());
+  EXPECT_EQ(batch.find("labels")->f32,
+            (std::vector<float>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0}));
+  EXPECT_EQ(batch.label_classes(), (std::vector<int32_t>{3, 0, 2}));
+  const Status out_of_range = batch.set_class(0, 4);
+  ASSERT_FALSE(out_of_range.is_ok());
+  EXPECT_NE(out_of_range.message().find("class 4 has no element"), std::string::npos);
+}
+
 const ModelOptions kLm = {.name = "lstm-lm", .batch = 16, .depth = 1, .width = 8, .seq_len = 12,
                           .vocab = 20};
 const ModelOptions kPairs = {.name = "seq2seq", .batch = 8, .depth = 1, .width = 8, .seq_len = 7,
@@ -43,7 +60,7 @@ TEST(Synthetic, ExamplesArePureFunctionsOfSeedAndIndex) {
   const Loaded b = load({.name = "lenet", .batch = 4}, DataKind::images);
   Batch x = fill(a, 8), y = fill(b, 8);
   EXPECT_EQ(x.find("images")->f32, y.find("images")->f32);
-  EXPECT_EQ(x.labels(), y.labels());
+  EXPECT_EQ(x.label_classes(), y.label_classes());
   // Example 9 is the same whether it sits in slot 1 or slot 0.
   Batch shifted = fill(a, 9);
   EXPECT_TRUE(std::equal(shifted.find("images")->f32.begin(),
@@ -66,10 +83,10 @@ TEST(Synthetic, ImagesClusterByClass) {
   std::map<int32_t, std::vector<double>> sums;
   std::map<int32_t, int> counts;
   for (size_t i = 0; i < 100; ++i) {
-    auto& sum = sums[batch.labels()[i]];
+    auto& sum = sums[batch.label_classes()[i]];
     sum.resize(size);
     for (size_t j = 0; j < size; ++j) sum[j] += pixels[i * size + j];
-    ++counts[batch.labels()[i]];
+    ++counts[batch.label_classes()[i]];
   }
   EXPECT_GE(sums.size(), 8u);  // 10 classes, 100 draws
   int nearest_own = 0;
@@ -84,7 +101,7 @@ TEST(Synthetic, ImagesClusterByClass) {
       }
       if (d < best_distance) best_distance = d, best = cls;
     }
-    nearest_own += best == batch.labels()[i];
+    nearest_own += best == batch.label_classes()[i];
   }
   EXPECT_GE(nearest_own, 95);
 }
@@ -96,7 +113,7 @@ TEST(Synthetic, TokensFollowAMarkovChain) {
   for (int64_t first : {0, 16, 32}) {
     const Batch batch = fill(l, first);
     const std::vector<int32_t>& tokens = batch.find("tokens")->i32;
-    const std::vector<int32_t>& labels = batch.labels();
+    const std::vector<int32_t>& labels = batch.label_classes();
     ASSERT_EQ(tokens.size(), 16u * 12u);
     for (size_t n = 0; n < 16; ++n) {
       for (size_t t = 0; t < 12; ++t) {
@@ -118,7 +135,7 @@ TEST(Synthetic, PairTargetsAreTheReversedSource) {
   const Batch batch = fill(l, 3);
   const std::vector<int32_t>& source = batch.find("source")->i32;
   const std::vector<int32_t>& target_in = batch.find("target_in")->i32;
-  const std::vector<int32_t>& labels = batch.labels();
+  const std::vector<int32_t>& labels = batch.label_classes();
   for (size_t n = 0; n < 8; ++n) {
     EXPECT_EQ(target_in[n * 7], 0);
     for (size_t t = 0; t < 7; ++t) {
@@ -139,7 +156,7 @@ TEST(Synthetic, VolumeIntensityFollowsTheMask) {
   const std::vector<float>& voxels = batch.find("volume")->f32;
   std::map<int32_t, std::pair<double, int>> by_class;
   for (size_t i = 0; i < voxels.size(); ++i) {
-    auto& [sum, count] = by_class[batch.labels()[i]];
+    auto& [sum, count] = by_class[batch.label_classes()[i]];
     sum += voxels[i];
     ++count;
   }

@@ -48,11 +48,34 @@ const Batch::Input* Batch::find(const std::string& name) const {
   return nullptr;
 }
 
-const std::vector<int32_t>& Batch::labels() const {
-  const auto it = std::find_if(inputs.begin(), inputs.end(),
-                               [](const Input& in) { return in.name == "labels"; });
-  MEMFIT_CHECK(it != inputs.end());
-  return it->i32;
+std::vector<int32_t> Batch::label_classes() const {
+  const Input* in = find("labels");
+  MEMFIT_CHECK(in != nullptr);
+  if (in->dtype == DType::i32) return in->i32;
+  std::vector<int32_t> classes(static_cast<size_t>(batch));
+  for (size_t n = 0; n < classes.size(); ++n) {
+    const auto row = in->f32.begin() + static_cast<int64_t>(n) * in->per_example;
+    classes[n] = static_cast<int32_t>(std::max_element(row, row + in->per_example) - row);
+  }
+  return classes;
+}
+
+Status Batch::set_class(int64_t slot, int32_t cls) {
+  Input* in = find("labels");
+  if (in == nullptr) return Status::error("the model has no labels");
+  if (in->dtype == DType::i32) {
+    if (in->per_example != 1) return Status::error("the model's labels are not one class per example");
+    in->i32[static_cast<size_t>(slot)] = cls;
+    return Status::ok();
+  }
+  if (cls >= in->per_example) {
+    return Status::error("class " + std::to_string(cls) + " has no element in f32 targets of " +
+                         std::to_string(in->per_example) + " per example");
+  }
+  const auto row = in->f32.begin() + slot * in->per_example;
+  std::fill(row, row + in->per_example, 0.0f);
+  row[cls] = 1.0f;
+  return Status::ok();
 }
 
 namespace {
@@ -70,8 +93,10 @@ class FashionMnistSource final : public DataSource {
     const ImageDataset& data = test ? test_ : train_;
     Batch::Input* images = batch.find("images");
     Batch::Input* labels = batch.find("labels");
-    if (images == nullptr || labels == nullptr || images->per_example != data.image_elements() ||
-        labels->per_example != 1 || batch.inputs.size() != 2) {
+    const bool classes = labels != nullptr && labels->dtype == DType::i32 && labels->per_example == 1;
+    const bool one_hot = labels != nullptr && labels->dtype == DType::f32 && labels->per_example == 10;
+    if (images == nullptr || images->per_example != data.image_elements() || !(classes || one_hot) ||
+        batch.inputs.size() != 2) {
       return Status::error("the model does not read Fashion-MNIST's 1x28x28 images and labels");
     }
     const int64_t elements = data.image_elements();
@@ -79,7 +104,7 @@ class FashionMnistSource final : public DataSource {
       const int64_t e = examples[k];
       std::copy_n(data.images.begin() + e * elements, elements,
                   images->f32.begin() + static_cast<int64_t>(k) * elements);
-      labels->i32[k] = data.labels[static_cast<size_t>(e)];
+      MEMFIT_RETURN_IF_ERROR(batch.set_class(static_cast<int64_t>(k), data.labels[static_cast<size_t>(e)]));
     }
     return Status::ok();
   }

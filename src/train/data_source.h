@@ -31,7 +31,13 @@ struct Batch {
   Feeds feeds() const;
   Input* find(const std::string& name);
   const Input* find(const std::string& name) const;
-  const std::vector<int32_t>& labels() const;
+  // The class of every label element: i32 labels as they are; f32 labels
+  // (one-hot targets of a squared-error loss) one class per example, the
+  // index of its largest element.
+  std::vector<int32_t> label_classes() const;
+  // Sets the label of example `slot` to class `cls`: an i32 label, or an f32
+  // one-hot target of per_example elements.
+  Status set_class(int64_t slot, int32_t cls);
 };
 
 class DataSource {

@@ -112,9 +112,8 @@ class SyntheticSource : public DataSource {
 
   Status image(int64_t e, int64_t slot, Batch& batch) const {
     MEMFIT_ASSIGN_OR_RETURN(std::span<float> pixels, f32_slot(batch, "images", slot));
-    MEMFIT_ASSIGN_OR_RETURN(std::span<int32_t> label, i32_slot(batch, "labels", slot));
     const auto cls = static_cast<int32_t>(bits(seed_, kClassStream, e, 0) % classes_);
-    label[0] = cls;
+    MEMFIT_RETURN_IF_ERROR(batch.set_class(slot, cls));
     const int64_t side = side_;
     const int64_t channels = static_cast<int64_t>(pixels.size()) / (side * side);
     constexpr double kTwoPi = 6.283185307179586;
@@ -240,6 +239,11 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
   }
   if (!model.logits.valid() || !model.labels.valid()) {
     return Status::error("model " + model.name + " has no labels to train against");
+  }
+  if (model.graph.value(model.labels).type.dtype == DType::f32 && kind != DataKind::images) {
+    return Status::error("model " + model.name + " trains against f32 targets (a squared error), "
+                         "which synthetic data gives only for images, as one-hot classes; " +
+                         std::string(data_kind_name(kind)) + " need class labels (cross-entropy)");
   }
   const int64_t classes = classes_of(model);
   int64_t side = 0;

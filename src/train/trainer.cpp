@@ -79,7 +79,7 @@ Result<double> evaluate(TrainingProgram& program, const DataSource& data, Commun
     for (int64_t i = 0; i < batch; ++i) examples[static_cast<size_t>(i)] = b * batch + i;
     MEMFIT_RETURN_IF_ERROR(data.fill(true, examples, inputs));
     MEMFIT_ASSIGN_OR_RETURN(auto predicted, program.predict(inputs.feeds()));
-    const std::vector<int32_t>& labels = inputs.labels();
+    const std::vector<int32_t> labels = inputs.label_classes();
     if (predicted.size() != labels.size()) {
       return Status::error("the model predicts " + std::to_string(predicted.size()) +
                            " classes per batch for " + std::to_string(labels.size()) + " labels");
@@ -167,11 +167,6 @@ Status check_options(const TrainOptions& o) {
   // Where the run will write, checked before it trains.
   if (!o.save_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_path, "--save"));
   if (!o.trace_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.trace_path, "--trace"));
-  if (o.step.model.loss == "mse") {
-    return Status::error("--loss mse trains against f32 targets of the output's shape, which neither "
-                         "Fashion-MNIST nor --synthetic provides (both give class labels); plan and "
-                         "maxbatch take it");
-  }
   if (!o.save_onnx_path.empty()) {
     if (o.step.model.onnx.empty()) return Status::error("--save-onnx needs a model from --onnx");
     MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_onnx_path, "--save-onnx"));

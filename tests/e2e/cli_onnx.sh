@@ -58,6 +58,11 @@ cmp -s "$lenet" "$dir/trained.onnx" && fail "the trained file equals the input"
   fail "plan of the trained file exited $?"
 [ "$(arena "$dir/trained.onnx")" = "$first" ] || fail "the trained file plans another arena"
 
+# --loss mse: one-hot targets of Fashion-MNIST's classes.
+log=$("$memfit" train --onnx "$lenet" --loss mse --batch 32 --epochs 1 --limit 256 2>&1) ||
+  fail "train --loss mse exited $?: $log"
+grep -q "final test accuracy" <<<"$log" || fail "the mse run did not finish: $log"
+
 # train a token model on synthetic data.
 log=$("$memfit" train --onnx "$gpt" --synthetic --batch 8 --epochs 1 --limit 128 2>&1) ||
   fail "train of the GPT exited $?: $log"
@@ -80,7 +85,8 @@ head -c 1000 "$lenet" >"$dir/corrupt.onnx"
 refused "is not a valid ONNX model" plan --onnx "$dir/corrupt.onnx" --batch 8
 refused "--vary seq-len needs a zoo sequence model" \
   maxbatch --onnx "$gpt" --budget 64MiB --vary seq-len
-refused "--loss mse trains against f32 targets" train --onnx "$lenet" --loss mse --limit 64
+refused "synthetic data gives only for images" \
+  train --onnx "$gpt" --loss mse --synthetic --batch 4 --limit 8
 refused "--attention chooses a zoo model's attention" plan --onnx "$gpt" --attention naive --batch 4
 [ -e "$dir/x.onnx" ] && fail "a refused run wrote $dir/x.onnx"
 echo "cli_onnx: ok"
