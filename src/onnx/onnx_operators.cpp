@@ -213,6 +213,18 @@ Result<bool> layer_norm_affine(Ctx& ctx, const std::string& name) {
   return false;
 }
 
+// scale(x, alpha); where x is scale(y, 1 / alpha) for a power of two alpha
+// (GELU's 2 gelu(x) * 0.5, exact in floating point), y itself.
+Result<ValueId> scaled(Ctx& ctx, ValueId x, float alpha) {
+  int exponent = 0;
+  const bool power_of_two = std::frexp(std::abs(alpha), &exponent) == 0.5f;
+  if (const Node* before = producer(ctx, x, OpKind::scale);
+      power_of_two && before != nullptr && std::get<ScaleAttrs>(before->attrs).alpha * alpha == 1.0f) {
+    return before->inputs[0];
+  }
+  return ctx.op(OpKind::scale, {x}, ScaleAttrs{alpha});
+}
+
 // Add, Sub, Mul, Div with numpy broadcasting; a scalar constant operand
 // becomes scale (Mul, Div) or an added fill.
 OperatorMapping binary(std::string name) {
@@ -224,13 +236,10 @@ OperatorMapping binary(std::string name) {
     MEMFIT_ASSIGN_OR_RETURN(const bool affine, layer_norm_affine(ctx, name));
     if (affine) return Status::ok();
     const std::optional<float> a = scalar_of(ctx, 0), b = scalar_of(ctx, 1);
-    if (name == "Mul" && (a || b)) {
-      MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(a ? 1 : 0));
-      return bind(ctx, ctx.op(OpKind::scale, {x}, ScaleAttrs{a ? *a : *b}));
-    }
-    if (name == "Div" && b) {
-      MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
-      return bind(ctx, ctx.op(OpKind::scale, {x}, ScaleAttrs{1.0f / *b}));
+    if ((name == "Mul" && (a || b)) || (name == "Div" && b)) {
+      MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(name == "Mul" && a ? 1 : 0));
+      const float alpha = name == "Div" ? 1.0f / *b : a ? *a : *b;
+      return bind(ctx, scaled(ctx, x, alpha));
     }
     if (name == "Div" && ctx.has_input(1) && ctx.sqrt_parts().count(ctx.node().input(1))) {
       return layer_norm_division(ctx, ctx.sqrt_parts().at(ctx.node().input(1)));
