@@ -40,7 +40,6 @@ class ImportContext {
   const OnnxImport& options() const { return options_; }
   Graph& graph() { return model_.graph; }
   const Shape& shape_of(ValueId v) const { return model_.graph.value(v).type.shape; }
-  int64_t opset() const { return file_.opset; }
 
   // The node being mapped, for messages: "node '/conv1/Conv' (Conv)".
   const onnx::NodeProto& node() const { return *node_; }
@@ -106,7 +105,6 @@ class ImportContext {
   Status map_node(const onnx::NodeProto& node);
   Status add_loss();
   const OnnxTensor* find(const std::string& name) const;
-  bool initializer_named(const std::string& name) const;
   // A unique name for a new node (its output values take it) that is no
   // ONNX tensor's name; `fallback` when no ONNX node is being mapped.
   std::string node_name(const std::string& fallback = "node") const;

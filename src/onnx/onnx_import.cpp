@@ -22,13 +22,6 @@ Status ImportContext::error(const std::string& what) const {
   return Status::error(file_.what + ": " + where() + ": " + what);
 }
 
-bool ImportContext::initializer_named(const std::string& name) const {
-  for (const onnx::TensorProto& init : file_.model.graph().initializer()) {
-    if (init.name() == name) return true;
-  }
-  return false;
-}
-
 const OnnxTensor* ImportContext::find(const std::string& name) const {
   const auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;
@@ -278,13 +271,13 @@ Status ImportContext::bind_inputs() {
       }
     }
     if (shape.empty()) return Status::error(what + " is a scalar; memfit needs a batch dimension");
-    // The data sets' names, unless the file names a weight so; a data input
-    // named `labels` takes another name.
+    // The data sets' names, unless the file names an initializer (bound
+    // above) so; a data input named `labels` takes another name.
     std::string name = in.name();
-    if (dtype == DType::f32 && shape.size() == 4 && images++ == 0 && !initializer_named("images")) {
+    if (dtype == DType::f32 && shape.size() == 4 && images++ == 0 && !find("images")) {
       name = "images";
     }
-    if (dtype == DType::i32 && shape.size() == 2 && tokens++ == 0 && !initializer_named("tokens")) {
+    if (dtype == DType::i32 && shape.size() == 2 && tokens++ == 0 && !find("tokens")) {
       name = "tokens";
     }
     if (name == "labels" || model_.graph.find_value(name).valid()) {
@@ -342,6 +335,9 @@ Status ImportContext::add_loss() {
     if (!node) return Status::error(file_.what + ": the loss: " + node.message());
     return graph.node(*node).outputs[0];
   };
+  if (graph.find_value("labels").valid()) {
+    return Status::error(file_.what + ": a weight is named 'labels', the name of memfit's labels");
+  }
   if (options_.loss == "cross-entropy" || options_.loss.empty()) {
     if (shape.size() < 2) {
       return Status::error(file_.what + ": cross-entropy needs an output (N, ..., classes); '" +
@@ -353,9 +349,6 @@ Status ImportContext::add_loss() {
     const int64_t rows_total = num_elements(label_shape);
     if (label_shape[0] != options_.batch && rows_total % options_.batch == 0) {
       label_shape = {options_.batch, rows_total / options_.batch};
-    }
-    if (graph.find_value("labels").valid()) {
-      return Status::error(file_.what + ": a weight is named 'labels', the name of memfit's labels");
     }
     model_.labels = graph.add_input("labels", TensorType{label_shape, DType::i32}, Role::label);
     model_.inputs.push_back(model_.labels);
@@ -373,9 +366,6 @@ Status ImportContext::add_loss() {
     MEMFIT_ASSIGN_OR_RETURN(model_.loss,
                             append(OpKind::softmax_cross_entropy, {logits, labels}, NoAttrs{}, "loss"));
   } else if (options_.loss == "mse") {
-    if (graph.find_value("labels").valid()) {
-      return Status::error(file_.what + ": a weight is named 'labels', the name of memfit's labels");
-    }
     model_.labels = graph.add_input("labels", TensorType{shape, DType::f32}, Role::label);
     model_.inputs.push_back(model_.labels);
     model_.logits = y;

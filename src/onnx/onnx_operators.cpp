@@ -390,22 +390,40 @@ std::array<int64_t, N> fixed(const std::vector<int64_t>& v) {
   return a;
 }
 
-Status conv(Ctx& ctx) {
-  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+// What Conv and ConvTranspose read alike: x, the weight (N, C, K...) of 2
+// or 3 spatial dimensions, an optional bias, the window and the groups.
+struct ConvParts {
+  std::vector<ValueId> inputs;
+  size_t spatial = 0;
+  Window win;
+  int64_t group = 1;
+};
+Result<ConvParts> conv_parts(Ctx& ctx) {
+  ConvParts c;
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
   MEMFIT_ASSIGN_OR_RETURN(const ValueId w, ctx.value(1));
   const Shape ws = ctx.shape_of(w);
   if (ws.size() != 4 && ws.size() != 5) return ctx.error("only 2-D and 3-D convolutions are supported");
-  const size_t spatial = ws.size() - 2;
-  MEMFIT_ASSIGN_OR_RETURN(const Window win, window(ctx, spatial, Shape(ws.begin() + 2, ws.end())));
-  if (win.kernel != Shape(ws.begin() + 2, ws.end())) return ctx.error("kernel_shape differs from the weight's");
-  MEMFIT_ASSIGN_OR_RETURN(const int64_t group, ctx.attr_int("group", 1));
-  std::vector<ValueId> in = {x, w};
+  c.spatial = ws.size() - 2;
+  const Shape kernel(ws.begin() + 2, ws.end());
+  MEMFIT_ASSIGN_OR_RETURN(c.win, window(ctx, c.spatial, kernel));
+  if (c.win.kernel != kernel) return ctx.error("kernel_shape differs from the weight's");
+  MEMFIT_ASSIGN_OR_RETURN(c.group, ctx.attr_int("group", 1));
+  c.inputs = {x, w};
   if (ctx.has_input(2)) {
     MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(2));
-    in.push_back(b);
+    c.inputs.push_back(b);
   }
-  if (spatial == 2) {
+  return c;
+}
+
+Status conv(Ctx& ctx) {
+  MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  MEMFIT_ASSIGN_OR_RETURN(const ConvParts c, conv_parts(ctx));
+  const Window& win = c.win;
+  const std::vector<ValueId>& in = c.inputs;
+  const int64_t group = c.group;
+  if (c.spatial == 2) {
     return bind(ctx, ctx.op(OpKind::conv2d, in,
                             Conv2dAttrs{fixed<2>(win.stride), fixed<2>(win.pad), fixed<2>(win.dilation), group}));
   }
@@ -416,25 +434,14 @@ Status conv(Ctx& ctx) {
 Status conv_transpose(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs(
       {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "pads", "strides"}));
-  MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
-  MEMFIT_ASSIGN_OR_RETURN(const ValueId w, ctx.value(1));
-  const Shape ws = ctx.shape_of(w);
-  if (ws.size() != 4 && ws.size() != 5) {
-    return ctx.error("only 2-D and 3-D transposed convolutions are supported");
-  }
-  const size_t spatial = ws.size() - 2;
-  MEMFIT_ASSIGN_OR_RETURN(const Window win, window(ctx, spatial, Shape(ws.begin() + 2, ws.end())));
-  if (win.kernel != Shape(ws.begin() + 2, ws.end())) return ctx.error("kernel_shape differs from the weight's");
-  MEMFIT_ASSIGN_OR_RETURN(const int64_t group, ctx.attr_int("group", 1));
+  MEMFIT_ASSIGN_OR_RETURN(const ConvParts c, conv_parts(ctx));
+  const Window& win = c.win;
+  const std::vector<ValueId>& in = c.inputs;
+  const int64_t group = c.group;
   MEMFIT_ASSIGN_OR_RETURN(const std::vector<int64_t> out_pad,
-                          ctx.attr_ints("output_padding", std::vector<int64_t>(spatial, 0)));
-  if (out_pad.size() != spatial) return ctx.error("output_padding does not match the spatial dimensions");
-  std::vector<ValueId> in = {x, w};
-  if (ctx.has_input(2)) {
-    MEMFIT_ASSIGN_OR_RETURN(const ValueId b, ctx.value(2));
-    in.push_back(b);
-  }
-  if (spatial == 2) {
+                          ctx.attr_ints("output_padding", std::vector<int64_t>(c.spatial, 0)));
+  if (out_pad.size() != c.spatial) return ctx.error("output_padding does not match the spatial dimensions");
+  if (c.spatial == 2) {
     return bind(ctx, ctx.op(OpKind::conv_transpose2d, in,
                             ConvTranspose2dAttrs{fixed<2>(win.stride), fixed<2>(win.pad),
                                                  fixed<2>(out_pad), fixed<2>(win.dilation), group}));
