@@ -9,10 +9,30 @@
 #include <vector>
 
 #include "memfit/dist.h"
+#include "memfit/ir.h"
 #include "memfit/status.h"
 #include "memfit/step.h"
 
 namespace memfit {
+
+// One optimizer step as training reports it (TrainOptions::on_step).
+struct StepRecord {
+  int64_t epoch = 0;  // from 1
+  int64_t step = 0;   // optimizer steps done, those before a resume included
+  int64_t steps = 0;  // optimizer steps of the whole run (epochs x steps per epoch)
+  double loss = 0;    // the mean of this step's micro-batches (over every rank)
+  double examples_per_second = 0;  // this step's examples (every rank's) over its time
+};
+
+// A trained model's tensor after the run (TrainOptions::keep_trained):
+// a parameter, or model state that is not trained but updated (batch
+// norm's running statistics), plain row-major.
+struct TrainedTensor {
+  std::string name;  // the model's name: the zoo's, or the ONNX file's initializer
+  Shape shape;
+  std::vector<float> data;
+  bool parameter = true;  // false: model state
+};
 
 // A training run: one step (the same StepSpec `memfit plan` plans) and the
 // loop around it.
@@ -41,6 +61,11 @@ struct TrainOptions {
   // continues from the next step (`memfit train` asks whether SIGINT or
   // SIGTERM came).
   std::function<bool()> stop_requested;
+  // Called after every optimizer step (null: never), on rank 0 only.
+  std::function<void(const StepRecord&)> on_step;
+  // Copy the trained parameters and model state into TrainReport::trained
+  // at the end of the run (or where stop_requested ended it).
+  bool keep_trained = false;
 
   // Data parallelism: the ranks of the run (not owned); null: one process.
   // Each rank runs step.model.batch rows of every micro-batch of
@@ -63,10 +88,15 @@ struct TrainReport {
   size_t high_water_bytes = 0;        // the most arena bytes a step touched (measured)
   int64_t optimizer_steps = 0;        // total, including those before a resume
   bool stopped = false;               // stop_requested ended the run before its end
+  std::vector<TrainedTensor> trained;  // with keep_trained (rank 0): in the model's order
 };
 
 // Trains on Fashion-MNIST or synthetic data; `log` receives progress lines.
 Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log);
+
+// The report as `memfit train --json` prints it: one JSON object with the
+// run's model, batch and settings, and the report's fields but `trained`.
+std::string train_report_json(const TrainOptions& options, const TrainReport& report);
 
 }  // namespace memfit

@@ -66,6 +66,18 @@ Status save_checkpoint_of(const std::string& path, const std::string& model, int
   return save_checkpoint(path, ck);
 }
 
+// The model's parameters and model state in `state`, by the model's own
+// names (not the optimizer's moments), in the order of state_shapes.
+std::vector<TrainedTensor> trained_tensors(const TrainingProgram& program, StateStore& state) {
+  const Model& model = program.model();
+  std::vector<TrainedTensor> trained;
+  for (const auto& [name, shape] : program.state_shapes()) {
+    if (!model.init.contains(name)) continue;  // optimizer state
+    trained.push_back({name, shape, std::move(state[name]), !program.is_model_state(name)});
+  }
+  return trained;
+}
+
 // The fraction of the test set's label elements (images, tokens or voxels)
 // whose class the model predicts. The ranks take turns at the batches and
 // sum their counts.
@@ -387,6 +399,8 @@ Result<TrainReport> train(const TrainOptions& given,
     auto window_start = start;
     double window_loss = 0;
     int64_t window_batches = 0;
+    auto step_start = start;
+    double step_loss = 0;  // the sum over this optimizer step's micro-batches
     const int64_t begin = epoch == first_epoch ? resume_batch : 0;
     bool stop = false;
     int64_t b = begin;
@@ -412,8 +426,25 @@ Result<TrainReport> train(const TrainOptions& given,
       }
       report.losses.push_back(loss);
       window_loss += loss;
+      step_loss += loss;
       ++window_batches;
       const bool step_done = counters.micro_step % options.step.accumulate == 0;
+      if (step_done) {
+        const auto now = Clock::now();
+        if (options.on_step && rank == 0) {
+          const double seconds = std::chrono::duration<double>(now - step_start).count();
+          const int64_t step_examples = options.step.accumulate * batch * ranks;
+          options.on_step(StepRecord{
+              .epoch = epoch + 1,
+              .step = counters.optimizer_step,
+              .steps = total_steps,
+              .loss = step_loss / static_cast<double>(options.step.accumulate),
+              .examples_per_second = seconds > 0 ? static_cast<double>(step_examples) / seconds : 0,
+          });
+        }
+        step_start = now;
+        step_loss = 0;
+      }
       if (step_done && options.check_replicas && ranks > 1) {
         MEMFIT_RETURN_IF_ERROR(check_replicas(*program, comm, counters.optimizer_step));
       }
@@ -496,13 +527,14 @@ Result<TrainReport> train(const TrainOptions& given,
     MEMFIT_RETURN_IF_ERROR(write_chrome_trace(program->step_executable(), options.trace_path));
     log("trace of the last step written to " + options.trace_path);
   }
-  if (!options.save_onnx_path.empty()) {
+  if (!options.save_onnx_path.empty() || options.keep_trained) {
     StateStore state;
     MEMFIT_RETURN_IF_ERROR(program->store_state(state));  // every rank: sharded state is gathered
-    if (rank == 0) {
+    if (rank == 0 && !options.save_onnx_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_trained_onnx(options.step.model, state.tensors(), options.save_onnx_path));
       log("saved the trained model to " + options.save_onnx_path);
     }
+    if (rank == 0 && options.keep_trained) report.trained = trained_tensors(*program, state);
   }
   report.examples_per_second = train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
   report.arena_bytes = program->arena_bytes();

@@ -1,0 +1,42 @@
+"""Keyword settings to the command line's arguments.
+
+Every keyword is a flag of the `memfit` command line with its dashes as
+underscores: ``batch=8`` is ``--batch 8``, ``budget="2GiB"`` is ``--budget
+2GiB``, ``no_sharing=True`` is ``--no-sharing``. ``True`` gives a flag that
+takes no value, ``False`` and ``None`` leave a setting out (its default).
+``model`` is a zoo name or a :class:`memfit.Model` (an ONNX file, from
+:func:`memfit.from_torch`); ``onnx`` a path. The command line's parser
+checks them all, with its messages, before anything runs.
+"""
+
+import os
+
+from ._model import Model
+
+
+def _value_text(key, value):
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    if isinstance(value, bool):
+        raise AssertionError("booleans are flags")  # handled by the caller
+    if isinstance(value, (int, float)):
+        return repr(value)
+    raise TypeError(f"memfit: {key}={value!r}: a setting is a string, a number or a bool, "
+                    f"not {type(value).__name__}")
+
+
+def to_args(command, settings):
+    """``command`` and its flags for ``settings`` (a dict of keywords)."""
+    args = [command]
+    for key, value in settings.items():
+        if value is None or value is False:
+            continue
+        if key == "model" and isinstance(value, Model):
+            args += value.args()
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        else:
+            args += [flag, _value_text(key, value)]
+    return args
