@@ -2,7 +2,8 @@
 # Checks that the layers of DESIGN.md include only downward: a file may
 # include headers of its own layer and of the layers below it, never of a
 # layer above. Scans every #include "..." of the C++ files in src/,
-# include/memfit/ and tools/ under ROOT (default: this repository) and prints
+# include/memfit/, tools/ and python/ (the Python module's binding, on top
+# with tools/) under ROOT (default: this repository) and prints
 # one line per violation: file:line, its layer, the header and its layer.
 # A folder or public header without a layer, or an include not written from
 # src/ or include/, is a violation too, so a new one must be given its place
@@ -38,13 +39,13 @@ file_layer() {
     src/memfit/*) ;;
     src/*/*) header_layer "${1#src/}" ;;
     include/memfit/*) header_layer "${1#include/}" ;;
-    tools/*) layer=tools ;;
+    tools/* | python/*) layer=tools ;;
   esac
 }
 
 cd "${1:-$(dirname "$0")/..}"
 dirs=()
-for dir in src include/memfit tools; do
+for dir in src include/memfit tools python; do
   if [[ -d $dir ]]; then dirs+=("$dir"); fi
 done
 if ((${#dirs[@]} == 0)); then

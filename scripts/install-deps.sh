@@ -15,6 +15,8 @@ packages=(
   libopenmpi-dev openmpi-bin  # MPI: data-parallel training across processes and machines
   iproute2                  # ip netns: the two-host data-parallel test
   libonnx-dev libprotobuf-dev  # ONNX: users' models in (--onnx) and trained ones out (--save-onnx)
+  python3-dev pybind11-dev  # the Python module memfit (python/): its headers and binding
+  python3-venv python3-numpy python3-pytest  # pip install . into a virtual environment, and its tests
   dataset-fashion-mnist     # the data set, in /usr/share/datasets/fashion-mnist
 )
 sudo=""
