@@ -111,3 +111,15 @@ echo "$log"
 grep -Eq "^evaluation: batches of [0-9]+ test examples, not 1000: the largest whose plan fits --budget$" <<<"$log"
 grep -q "final test accuracy" <<<"$log"
 echo "cli_train: budget ok"
+# --json: stdout holds one JSON object (a loss per micro-batch, the arena,
+# the steps), the progress lines go to stderr.
+json=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 64 --accumulate 2 --json 2>"$dir/progress.txt")
+[ "$(head -n 1 <<<"$json")" = "{" ] && [ "$(tail -n 1 <<<"$json")" = "}" ]
+grep -Eq '^  "losses": \[[0-9.]+, [0-9.]+, [0-9.]+, [0-9.]+\],$' <<<"$json"
+grep -q '^  "optimizer_steps": 2,$' <<<"$json"
+grep -q '^  "accumulate": 2,$' <<<"$json"
+grep -Eq '^  "arena_bytes": [1-9][0-9]*,$' <<<"$json"
+grep -q '^  "stopped": false$' <<<"$json"
+grep -q "^memory plan: arena" "$dir/progress.txt"
+! grep -q "training speed" <<<"$json"
+echo "cli_train: json ok"
