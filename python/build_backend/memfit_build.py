@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 NAME = "memfit"
 SUMMARY = "Train deep networks inside a fixed memory budget: plan, size and train from Python"
 REQUIRES = ["numpy"]
-EXTRAS = {"torch": ["torch"]}
+EXTRAS = {"torch": ["torch", "onnx"]}  # from_torch: torch.onnx needs onnx
 REQUIRES_PYTHON = ">=3.9"
 
 

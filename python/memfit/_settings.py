@@ -9,6 +9,7 @@ takes no value, ``False`` and ``None`` leave a setting out (its default).
 checks them all, with its messages, before anything runs.
 """
 
+import numbers
 import os
 
 from ._model import Model
@@ -17,25 +18,35 @@ from ._model import Model
 def _value_text(key, value):
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
-    if isinstance(value, bool):
-        raise AssertionError("booleans are flags")  # handled by the caller
-    if isinstance(value, (int, float)):
-        return repr(value)
+    if isinstance(value, numbers.Integral):  # int, numpy's integers
+        return str(int(value))
+    if isinstance(value, numbers.Real):  # float, numpy's floats
+        return repr(float(value))
     raise TypeError(f"memfit: {key}={value!r}: a setting is a string, a number or a bool, "
                     f"not {type(value).__name__}")
+
+
+def _as_bool(value):
+    """True or False for a bool (Python's or numpy's), None for anything else."""
+    if isinstance(value, bool):
+        return value
+    dtype = getattr(value, "dtype", None)
+    if getattr(dtype, "kind", None) == "b" and getattr(value, "shape", None) == ():
+        return bool(value)
+    return None
 
 
 def to_args(command, settings):
     """``command`` and its flags for ``settings`` (a dict of keywords)."""
     args = [command]
     for key, value in settings.items():
-        if value is None or value is False:
+        if value is None or _as_bool(value) is False:
             continue
         if key == "model" and isinstance(value, Model):
             args += value.args()
             continue
         flag = "--" + key.replace("_", "-")
-        if value is True:
+        if _as_bool(value) is True:
             args.append(flag)
         else:
             args += [flag, _value_text(key, value)]

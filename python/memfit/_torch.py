@@ -20,8 +20,11 @@ def from_torch(module, example_inputs, path=None, loss="cross-entropy", opset=17
     memfit. The export is in training mode (batch norm on batch statistics,
     dropout on) without constant folding, so that every parameter is an
     initializer under its ``state_dict`` name (which :func:`load_into`
-    relies on). ``path`` keeps the ONNX file there; by default it goes to a
+    relies on); the module itself is left as it was (its running statistics
+    too). ``path`` keeps the ONNX file there; by default it goes to a
     temporary directory removed with the returned :class:`memfit.Model`.
+    torch.onnx needs the ``onnx`` package (``pip install memfit[torch]``
+    installs both).
     """
     import torch
 
@@ -38,6 +41,10 @@ def from_torch(module, example_inputs, path=None, loss="cross-entropy", opset=17
     names = [f"input{i}" for i in range(len(inputs))]
     axes = {name: {0: "batch"} for name in names}
     axes["output"] = {0: "batch"}
+    # Exporting in training mode runs the module once, which updates batch
+    # norm's running statistics: the module gets its own back, and so does
+    # the file (its initializers), which memfit trains from.
+    buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
     was_training = module.training
     module.train(True)
     try:
@@ -49,10 +56,29 @@ def from_torch(module, example_inputs, path=None, loss="cross-entropy", opset=17
                               output_names=["output"], dynamic_axes=axes)
     finally:
         module.train(was_training)
+        with torch.no_grad():
+            for name, b in module.named_buffers():
+                b.copy_(buffers[name])
+    _restore_initializers(path, buffers)
     model = Model(path, loss=loss)
     if cleanup is not None:
         model._cleanup = weakref.finalize(model, shutil.rmtree, cleanup, True)
     return model
+
+
+def _restore_initializers(path, tensors):
+    """Writes `tensors` (name to torch tensor) over the initializers of the
+    same names in the ONNX file at `path`. torch.onnx needs the onnx package
+    to export, so it is there."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(os.fspath(path))
+    for i, initializer in enumerate(model.graph.initializer):
+        if initializer.name in tensors:
+            array = tensors[initializer.name].cpu().numpy()
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, initializer.name))
+    onnx.save(model, os.fspath(path))
 
 
 def load_into(module, trained):

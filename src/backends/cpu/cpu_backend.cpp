@@ -323,8 +323,12 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  // oneDNN runs on OpenMP, whose thread count is global to the process.
-  if (threads > 0) omp_set_num_threads(threads);
+  // oneDNN runs on OpenMP, whose thread count is global to the process: 0
+  // sets back the count the process started with (OMP_NUM_THREADS, else one
+  // per core), so that a backend made after one with other threads in the
+  // same process (the Python module's calls) gets the default.
+  static const int default_threads = omp_get_max_threads();
+  omp_set_num_threads(threads > 0 ? threads : default_threads);
   return std::make_unique<CpuBackend>();
 }
 
