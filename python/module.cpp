@@ -210,7 +210,4 @@ PYBIND11_MODULE(_memfit, m) {
   m.def("trained_arrays", &trained_arrays, py::arg("trained"),
         "[(name, numpy view, is_parameter)] of a train result's tensors");
   m.def("models", &models, "the zoo: one dict per model");
-  m.def("check", [](const std::vector<std::string>& args) {
-    const auto command_line = parse(args, args.empty() ? std::string() : args.front());
-  }, py::arg("args"), "parses ARGS as the command line does; raises memfit.UsageError");
 }
