@@ -29,7 +29,8 @@ struct StepSpec {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t accumulate = 1;                  // micro-batches per optimizer step
   OptimizerConfig optimizer;               // lr 0: the optimizer's default
-  std::string backend = "cpu";             // cpu (oneDNN) or reference (plain loops)
+  std::string backend = "cpu";  // cpu (oneDNN), reference (plain loops) or cuda (refused with
+                                // a message until its kernels exist)
   int threads = 0;  // threads of the cpu backend, whose oneDNN workspaces depend on them; 0:
                     // one per core
 

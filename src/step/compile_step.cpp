@@ -1,5 +1,6 @@
 #include "step/compile_step.h"
 
+#include "backends/cuda/cuda_backend.h"
 #include "onnx/model_source.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
@@ -14,7 +15,8 @@ namespace memfit {
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "reference") return make_reference_backend();
-  return Status::error("unknown backend '" + name + "'; use cpu or reference");
+  if (name == "cuda") return make_cuda_backend();
+  return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
 }
 
 namespace {

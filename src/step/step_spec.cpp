@@ -84,8 +84,8 @@ Status check_step_spec(const StepSpec& spec) {
   if (spec.model.batch < 1) return Status::error("--batch must be at least 1");
   if (spec.accumulate < 1) return Status::error("--accumulate must be at least 1");
   if (spec.threads < 0) return Status::error("--threads must not be negative");
-  if (spec.backend != "cpu" && spec.backend != "reference") {
-    return Status::error("unknown backend '" + spec.backend + "'; use cpu or reference");
+  if (spec.backend != "cpu" && spec.backend != "reference" && spec.backend != "cuda") {
+    return Status::error("unknown backend '" + spec.backend + "'; use cpu, reference or cuda");
   }
   if (spec.optimizer.lr < 0.0f || std::isnan(spec.optimizer.lr)) {
     return Status::error("--lr must be positive");

@@ -249,9 +249,9 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
       ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--backend", spec.backend,
-                  "cpu (oneDNN) or reference (plain loops): whose kernels, layouts and "
-                  "workspaces")
-      ->check(CLI::IsMember({"cpu", "reference"}))
+                  "cpu (oneDNN), reference (plain loops) or cuda (an NVIDIA GPU; its kernels are "
+                  "not written yet): whose kernels, layouts and workspaces")
+      ->check(CLI::IsMember({"cpu", "reference", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--threads", spec.threads,
                   "threads of the cpu backend, whose oneDNN workspaces depend on them (plan with "

@@ -1,0 +1,101 @@
+// The cuda backend's device layer (src/backends/cuda/cuda_device.h) on the
+// first GPU: its description, device and pinned memory, copies on the copy
+// stream that come back bit for bit, the link's bandwidth; and what
+// --backend cuda says. Without a GPU (or without CUDA in the build) the
+// device tests skip, saying why; the message tests run everywhere.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_device.h"
+#include "memfit/plan.h"
+
+namespace memfit {
+namespace {
+
+// Skips the test unless this build has CUDA and the machine a GPU.
+#define REQUIRE_GPU()                                                        \
+  do {                                                                       \
+    if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";      \
+    if (auto probe = cuda::device_info(); !probe) GTEST_SKIP() << probe.message(); \
+  } while (0)
+
+TEST(CudaDevice, DescribesTheGpu) {
+  REQUIRE_GPU();
+  auto info = cuda::device_info();
+  ASSERT_TRUE(info) << info.message();
+  EXPECT_FALSE(info->name.empty());
+  EXPECT_GE(info->major, 7);  // CUDA 13 runs on compute capability 7.5 and newer
+  EXPECT_GT(info->memory_bytes, info->free_bytes / 2);
+  EXPECT_GE(info->runtime_version, 12000);
+  EXPECT_GE(info->cudnn_version, 90000u);
+  EXPECT_GT(info->cublas_version, 0);
+  EXPECT_NE(cuda::describe(*info).find(info->name), std::string::npos);
+}
+
+TEST(CudaDevice, CopiesComeBackBitForBit) {
+  REQUIRE_GPU();
+  constexpr size_t kBytes = size_t{3} << 20;
+  auto up = cuda::Buffer::allocate(cuda::Buffer::Kind::pinned_host, kBytes);
+  auto down = cuda::Buffer::allocate(cuda::Buffer::Kind::pinned_host, kBytes);
+  auto device = cuda::Buffer::allocate(cuda::Buffer::Kind::device, kBytes);
+  ASSERT_TRUE(up && down && device);
+  auto* in = static_cast<unsigned char*>(up->data());
+  for (size_t i = 0; i < kBytes; ++i) in[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+  std::memset(down->data(), 0, kBytes);
+  auto copies = cuda::CopyStream::create();
+  ASSERT_TRUE(copies) << copies.message();
+  ASSERT_TRUE((*copies)->to_device(device->data(), up->data(), kBytes).is_ok());
+  ASSERT_TRUE((*copies)->to_host(down->data(), device->data(), kBytes).is_ok());
+  auto event = (*copies)->record();
+  ASSERT_TRUE(event);
+  ASSERT_TRUE((*copies)->wait(*event).is_ok());
+  EXPECT_EQ(std::memcmp(up->data(), down->data(), kBytes), 0);
+  EXPECT_FALSE((*copies)->wait(*event + 1).is_ok());
+}
+
+TEST(CudaDevice, MeasuresTheLink) {
+  REQUIRE_GPU();
+  auto gbps = cuda::measure_link_gbps(size_t{32} << 20, 2);
+  ASSERT_TRUE(gbps) << gbps.message();
+  EXPECT_GT(*gbps, 0.5);    // slower than any PCIe link memfit would run on
+  EXPECT_LT(*gbps, 2000.0);  // faster than any link there is: a timing error
+}
+
+TEST(CudaDevice, BuffersMove) {
+  REQUIRE_GPU();
+  auto a = cuda::Buffer::allocate(cuda::Buffer::Kind::device, 4096);
+  ASSERT_TRUE(a);
+  void* data = a->data();
+  cuda::Buffer b = std::move(a).value();
+  EXPECT_EQ(b.data(), data);
+  EXPECT_EQ(b.bytes(), 4096u);
+}
+
+// --backend cuda is refused with what to do: rebuild with CUDA, find a GPU,
+// or (on a GPU) that the kernels are not written yet.
+TEST(CudaBackend, SaysWhatItNeeds) {
+  auto backend = make_cuda_backend();
+  ASSERT_FALSE(backend);
+  const std::string& message = backend.message();
+  if (!cuda::built_with_cuda()) {
+    EXPECT_NE(message.find("built without CUDA"), std::string::npos) << message;
+  } else if (!cuda::device_info()) {
+    EXPECT_NE(message.find("needs a GPU"), std::string::npos) << message;
+  } else {
+    EXPECT_NE(message.find("not written yet"), std::string::npos) << message;
+  }
+  EXPECT_EQ(message.rfind("--backend cuda", 0), 0u) << message;
+
+  PlanRequest request;
+  request.step.model = {.name = "lenet", .batch = 2};
+  request.step.backend = "cuda";
+  auto plan = plan_training_step(request);
+  ASSERT_FALSE(plan);
+  EXPECT_NE(plan.message().find(message), std::string::npos) << plan.message();
+}
+
+}  // namespace
+}  // namespace memfit
