@@ -5,27 +5,17 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <new>
-#include <optional>
 #include <utility>
 #include <vector>
 
 #include "memfit/builder.h"
 #include "memfit/dist.h"
-#include "memfit/bytes.h"
 #include "memfit/plan.h"
 #include "memfit/step.h"
 #include "memfit/train.h"
-#include "core/output_path.h"
 #include "tools/memfit/command_line.h"
 
 namespace {
