@@ -11,6 +11,7 @@ then only adds the extension to what is built there already.
 """
 
 import base64
+import functools
 import hashlib
 import io
 import os
@@ -29,6 +30,7 @@ EXTRAS = {"torch": ["torch", "onnx"]}  # from_torch: torch.onnx needs onnx
 REQUIRES_PYTHON = ">=3.9"
 
 
+@functools.lru_cache(maxsize=None)
 def _version():
     with open(os.path.join(ROOT, "CMakeLists.txt"), encoding="utf-8") as f:
         match = re.search(r"project\(memfit VERSION ([0-9.]+)", f.read())

@@ -5,8 +5,8 @@
 namespace memfit {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
-  if (!cuda::built_with_cuda()) return Status::error("--backend cuda: " + cuda::device_info(device).message());
   auto info = cuda::device_info(device);
+  if (!cuda::built_with_cuda()) return Status::error("--backend cuda: " + info.message());
   if (!info) {
     return Status::error(
         "--backend cuda needs a GPU: the algorithms cuDNN and cuBLAS choose, and so the workspaces "

@@ -53,12 +53,6 @@ Status failed(const char* call, cudaError_t error) {
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 cudaEvent_t as_event(void* event) { return static_cast<cudaEvent_t>(event); }
 
-std::string version_text(long long version, long long major_unit, long long minor_unit) {
-  char text[48];
-  std::snprintf(text, sizeof text, "%lld.%lld", version / major_unit, version % major_unit / minor_unit);
-  return text;
-}
-
 }  // namespace
 
 bool built_with_cuda() { return true; }
@@ -206,12 +200,10 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 }
 
 std::string describe(const DeviceInfo& info) {
-#ifdef MEMFIT_HAVE_CUDA
-  const std::string cudnn = version_text(static_cast<long long>(info.cudnn_version), 10000, 100) + "." +
+  // CUDNN_VERSION: major * 10000 + minor * 100 + patch.
+  const std::string cudnn = std::to_string(info.cudnn_version / 10000) + "." +
+                            std::to_string(info.cudnn_version % 10000 / 100) + "." +
                             std::to_string(info.cudnn_version % 100);
-#else
-  const std::string cudnn = std::to_string(info.cudnn_version);
-#endif
   char text[256];
   std::snprintf(text, sizeof text,
                 "%s, compute capability %d.%d, %.1f GiB (%.1f GiB free), CUDA runtime %d.%d, driver "
