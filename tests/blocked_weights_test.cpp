@@ -191,15 +191,15 @@ TEST(BlockedWeights, CopiesStateBetweenLayouts) {
   const CompiledStep plain = compile_step(spec).value();
   StateStore initial;
   for (const auto& [name, shape] : blocked.persistent) initial[name] = counting(num_elements(shape));
-  blocked.apply->allocate(true);
-  plain.apply->allocate(true);
+  ASSERT_TRUE(blocked.apply->allocate(true).is_ok());
+  ASSERT_TRUE(plain.apply->allocate(true).is_ok());
   ASSERT_TRUE(blocked.apply->load_state(initial).is_ok());
   ASSERT_TRUE(plain.apply->copy_state_from(*blocked.apply).is_ok());
   StateStore from_plain;
-  plain.apply->store_state(from_plain);
+  ASSERT_TRUE(plain.apply->store_state(from_plain).is_ok());
   ASSERT_TRUE(blocked.apply->copy_state_from(*plain.apply).is_ok());
   StateStore round_trip;
-  blocked.apply->store_state(round_trip);
+  ASSERT_TRUE(blocked.apply->store_state(round_trip).is_ok());
   for (const auto& [name, tensor] : initial.tensors()) {
     EXPECT_EQ(*from_plain.find(name), tensor) << name;
     EXPECT_EQ(*round_trip.find(name), tensor) << name;

@@ -88,8 +88,8 @@ TEST(StateBand, AccumulationsTwoExecutablesShareOneArenaAndTheirState) {
     EXPECT_EQ(apply.plan().value_slices[a.idx()].offset, acc.plan().value_slices[b.idx()].offset)
         << name;
   }
-  apply.allocate(true, acc.plan().arena_bytes);
-  acc.allocate_on_arena_of(apply, true);
+  ASSERT_TRUE(apply.allocate(true, acc.plan().arena_bytes).is_ok());
+  ASSERT_TRUE(acc.allocate_on_arena_of(apply, true).is_ok());
   EXPECT_EQ(apply.arena_capacity(), std::max(apply.plan().arena_bytes, acc.plan().arena_bytes));
 
   StateStore state;
@@ -106,7 +106,7 @@ TEST(StateBand, AccumulationsTwoExecutablesShareOneArenaAndTheirState) {
   ASSERT_TRUE(acc.run(feeds, StepContext{1, 0, 0, 1.0f}).is_ok());
   // The accumulators the micro-batch wrote are what the applying step holds.
   StateStore seen_by_apply;
-  apply.store_state(seen_by_apply);
+  ASSERT_TRUE(apply.store_state(seen_by_apply).is_ok());
   size_t accumulators = 0;
   for (const std::string& name : acc_state) {
     if (name.find(".grad_acc") == std::string::npos) continue;

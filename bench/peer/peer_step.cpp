@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   if (!compiled) return fail(compiled.message());
   const Model& model = compiled->model;
   std::unique_ptr<Executable> exe = std::move(compiled->apply);
-  exe->allocate();
+  if (const Status allocated = exe->allocate(); !allocated.is_ok()) return fail(allocated.message());
   StateStore state;
   init_state(compiled->persistent, model, state);
   const Status loaded = exe->load_state(state);

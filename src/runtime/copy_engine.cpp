@@ -1,7 +1,9 @@
 #include "runtime/copy_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 namespace memfit {
 
@@ -17,20 +19,22 @@ CopyEngine::~CopyEngine() {
   thread_.join();
 }
 
-int64_t CopyEngine::copy(void* dst, const void* src, size_t bytes,
-                         std::function<void(Clock::time_point, double)> done) {
+int64_t CopyEngine::copy(void* dst, const void* src, size_t bytes, Done done) {
   return transfer(bytes, [dst, src, bytes] { std::memcpy(dst, src, bytes); }, std::move(done));
 }
 
-int64_t CopyEngine::transfer(size_t bytes, std::function<void()> work,
-                             std::function<void(Clock::time_point, double)> done) {
+int64_t CopyEngine::transfer(size_t bytes, std::function<void()> work, Done done) {
   std::lock_guard<std::mutex> lock(mutex_);
   queue_.push_back(Task{std::move(work), bytes, std::move(done)});
   issued_cv_.notify_one();
   return issued_++;
 }
 
-int64_t CopyEngine::run(std::function<void()> task) {
+int64_t CopyEngine::poison(void* data, size_t bytes) {
+  auto task = [data, bytes] {
+    std::fill_n(static_cast<float*>(data), bytes / sizeof(float),
+                std::numeric_limits<float>::quiet_NaN());
+  };
   std::lock_guard<std::mutex> lock(mutex_);
   queue_.push_back(Task{std::move(task), 0, nullptr});
   issued_cv_.notify_one();
@@ -44,9 +48,10 @@ double CopyEngine::wait(int64_t event) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void CopyEngine::drain() {
+Status CopyEngine::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   completed_cv_.wait(lock, [&] { return completed_ == issued_; });
+  return Status::ok();
 }
 
 void CopyEngine::loop() {

@@ -1,6 +1,6 @@
-// The copy engine of the CPU backend: one thread that runs copies between the
-// device arena and the host pool in the order they were issued (a copy
-// stream), optionally no faster than a link of a given bandwidth, so that the
+// The swap stream of the host device (runtime/device.h): one thread that
+// runs copies between the arena and the host pool in the order they were
+// issued (a copy stream), optionally no faster than a link of a given bandwidth, so that the
 // overlap of copies with compute can be studied on a machine without a
 // device. Events are tickets: the n-th task issued completes n-th. The
 // executor's communication thread is another engine, whose transfers are the
@@ -16,41 +16,40 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/device.h"
+
 namespace memfit {
 
-class CopyEngine {
+class CopyEngine final : public SwapStream {
  public:
   // link_bytes_per_second = 0: copies run at memcpy speed.
   explicit CopyEngine(double link_bytes_per_second);
-  ~CopyEngine();
+  ~CopyEngine() override;
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
-  using Clock = std::chrono::steady_clock;
   // Issues a copy of `bytes` bytes; `done(start, seconds)` runs on the copy
   // thread when it completes, with the time it started and the seconds it
   // took (link limit included). Returns its event.
-  int64_t copy(void* dst, const void* src, size_t bytes,
-               std::function<void(Clock::time_point, double)> done);
+  int64_t copy(void* dst, const void* src, size_t bytes, Done done) override;
   // Issues `work`, which moves `bytes` bytes over the link (a collective):
   // it completes no earlier than bytes / bandwidth after it started; then
   // `done` runs as for a copy.
-  int64_t transfer(size_t bytes, std::function<void()> work,
-                   std::function<void(Clock::time_point, double)> done);
-  // Issues a task that moves no bytes over the link (poisoning a range that
-  // an earlier copy still reads); it runs after every task issued before it.
-  int64_t run(std::function<void()> task);
+  int64_t transfer(size_t bytes, std::function<void()> work, Done done);
+  // Issues the filling of `bytes` at `data` with NaN, which moves no bytes
+  // over the link; it runs after every task issued before it.
+  int64_t poison(void* data, size_t bytes) override;
   // Blocks until the task of `event` (and so every earlier one) has completed;
   // returns the seconds spent waiting.
-  double wait(int64_t event);
-  // Blocks until every task issued so far has completed.
-  void drain();
+  double wait(int64_t event) override;
+  // Blocks until every task issued so far has completed; never an error.
+  Status drain() override;
 
  private:
   struct Task {
     std::function<void()> work;
     size_t bytes = 0;  // over the link
-    std::function<void(Clock::time_point, double)> done;  // copies and transfers
+    Done done;  // copies and transfers
   };
   void loop();
 

@@ -18,28 +18,35 @@ const std::vector<float>* StateStore::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-namespace {
-
-constexpr std::align_val_t kArenaAlign{kArenaAlignment};
-
-}  // namespace
-
-void Executable::ArenaDelete::operator()(std::byte* p) const { ::operator delete[](p, kArenaAlign); }
-
-void Executable::poison(const Slice& slice) const {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::fill_n(reinterpret_cast<float*>(at(slice)), slice.bytes / sizeof(float), nan);
+Status Executable::poison(const Slice& slice) const {
+  if (slice.pool == Pool::device) return device_->poison(at(slice), slice.bytes);
+  // The host pool is host memory on every device.
+  std::fill_n(reinterpret_cast<float*>(at(slice)), slice.bytes / sizeof(float),
+              std::numeric_limits<float>::quiet_NaN());
+  return Status::ok();
 }
 
 Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backend& backend,
                                                         const ExecOptions& options) {
   auto exe = std::unique_ptr<Executable>(new Executable());
   exe->options_ = options;
+  exe->device_ = backend.device();
+  const bool on_host = exe->device_ == host_device();
+  if (!on_host && has_comm_nodes(graph)) {
+    return Status::error("the " + std::string(backend.name()) +
+                         " backend does not sum gradients over ranks yet: data parallel runs on "
+                         "the cpu backend");
+  }
   const auto reference = make_reference_backend();
   std::vector<size_t> workspace_bytes;
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
     MEMFIT_ASSIGN_OR_RETURN(NodeKernel made, make_node_kernel(graph, id, backend, *reference));
+    if (!on_host && made.backend != backend.name()) {
+      return Status::error("the " + std::string(backend.name()) + " backend has no kernel for " +
+                           std::string(op_name(graph.node(id).op)) + " (node '" +
+                           graph.node(id).name + "'), and the reference kernels run on the host");
+    }
     workspace_bytes.push_back(made.kernel->workspace_bytes());
     exe->kernels_.push_back(std::move(made.kernel));
     exe->node_backends_.emplace_back(made.backend);
@@ -68,27 +75,27 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
 Result<std::unique_ptr<Executable>> Executable::compile(Graph graph, const Backend& backend,
                                                         const ExecOptions& options) {
   MEMFIT_ASSIGN_OR_RETURN(auto exe, prepare(std::move(graph), backend, options));
-  exe->allocate(options.poison);
+  MEMFIT_RETURN_IF_ERROR(exe->allocate(options.poison));
   return exe;
 }
 
-void Executable::allocate(bool poison, size_t min_bytes) {
+Status Executable::allocate(bool poison, size_t min_bytes) {
   MEMFIT_CHECK(arena_ == nullptr);
-  arena_capacity_ = std::max(plan_.arena_bytes, min_bytes);
-  arena_.reset(static_cast<std::byte*>(::operator new[](std::max<size_t>(arena_capacity_, 1), kArenaAlign)),
-               ArenaDelete{});
-  set_up(poison);
+  const size_t capacity = std::max(plan_.arena_bytes, min_bytes);
+  MEMFIT_ASSIGN_OR_RETURN(arena_, device_->allocate(capacity));
+  arena_capacity_ = capacity;
+  return set_up(poison);
 }
 
-void Executable::allocate_on_arena_of(const Executable& other, bool poison) {
+Status Executable::allocate_on_arena_of(const Executable& other, bool poison) {
   MEMFIT_CHECK(arena_ == nullptr && other.arena_ != nullptr);
-  MEMFIT_CHECK(other.arena_capacity_ >= plan_.arena_bytes);
+  MEMFIT_CHECK(other.arena_capacity_ >= plan_.arena_bytes && other.device_ == device_);
   arena_ = other.arena_;
   arena_capacity_ = other.arena_capacity_;
-  set_up(poison);
+  return set_up(poison);
 }
 
-void Executable::set_up(bool poison) {
+Status Executable::set_up(bool poison) {
   options_.poison = poison;
   const MemoryPlan& plan = plan_;
   const Graph& scheduled = graph_;
@@ -138,24 +145,43 @@ void Executable::set_up(bool poison) {
     }
   }
 
-  host_.reset(static_cast<std::byte*>(
-      ::operator new[](std::max<size_t>(plan.host_bytes, 1), kArenaAlign)));
+  MEMFIT_ASSIGN_OR_RETURN(host_, device_->allocate_host(plan.host_bytes));
   if (has_copy_nodes(scheduled)) {
-    copies_ = std::make_unique<CopyEngine>(options_.link_gbps * 1e9);
+    MEMFIT_ASSIGN_OR_RETURN(copies_, device_->swap_stream(options_.link_gbps * 1e9));
   }
   if (has_comm_nodes(scheduled)) comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
   if (poison) {
     // On another executable's arena, the state band is theirs too: left as it is.
     const bool shared = arena_.use_count() > 1;
     const size_t from = shared ? std::min(options_.band.bytes, plan.arena_bytes) : 0;
-    this->poison(Slice{from, plan.arena_bytes - from, Pool::device});
-    this->poison(Slice{0, plan.host_bytes, Pool::host});
+    MEMFIT_RETURN_IF_ERROR(this->poison(Slice{from, plan.arena_bytes - from, Pool::device}));
+    MEMFIT_RETURN_IF_ERROR(this->poison(Slice{0, plan.host_bytes, Pool::host}));
   }
+  return Status::ok();
 }
 
 void Executable::reset_times() {
   std::fill(node_seconds_.begin(), node_seconds_.end(), 0.0);
   totals_ = RunTotals{};
+}
+
+Result<std::vector<float>> Executable::read_state(size_t v) const {
+  const Value& value = graph_.values()[v];
+  std::vector<float> laid_out(value.bytes() / sizeof(float));
+  MEMFIT_RETURN_IF_ERROR(device_->to_host(laid_out.data(), at(plan_.value_slices[v]), value.bytes()));
+  if (value.layout == Layout::plain) return laid_out;
+  std::vector<float> plain(static_cast<size_t>(value.elements()));
+  unpack_layout(laid_out.data(), value.type.shape, value.layout, plain.data());
+  return plain;
+}
+
+Status Executable::write_state(size_t v, const std::vector<float>& plain) const {
+  const Value& value = graph_.values()[v];
+  void* to = at(plan_.value_slices[v]);
+  if (value.layout == Layout::plain) return device_->to_device(to, plain.data(), value.bytes());
+  std::vector<float> laid_out(value.bytes() / sizeof(float));
+  pack_layout(plain.data(), value.type.shape, value.layout, laid_out.data());
+  return device_->to_device(to, laid_out.data(), value.bytes());
 }
 
 Status Executable::load_state(const StateStore& state) {
@@ -166,23 +192,20 @@ Status Executable::load_state(const StateStore& state) {
     if (!tensor || tensor->size() != static_cast<size_t>(value.elements())) {
       return Status::error("state '" + value.name + "' is missing or has the wrong size");
     }
-    pack_layout(tensor->data(), value.type.shape, value.layout,
-                reinterpret_cast<float*>(at(plan_.value_slices[v])));
+    MEMFIT_RETURN_IF_ERROR(write_state(v, *tensor));
   }
   state_loaded_ = true;
   return Status::ok();
 }
 
-void Executable::store_state(StateStore& state) const {
+Status Executable::store_state(StateStore& state) const {
   MEMFIT_CHECK(state_loaded_);
   for (size_t v = 0; v < graph_.num_values(); ++v) {
     const Value& value = graph_.values()[v];
     if (value.producer.valid() || !is_persistent(value.role)) continue;
-    std::vector<float>& tensor = state[value.name];
-    tensor.resize(static_cast<size_t>(value.elements()));
-    unpack_layout(reinterpret_cast<const float*>(at(plan_.value_slices[v])), value.type.shape,
-                  value.layout, tensor.data());
+    MEMFIT_ASSIGN_OR_RETURN(state[value.name], read_state(v));
   }
+  return Status::ok();
 }
 
 Status Executable::copy_state_from(const Executable& other) {
@@ -207,15 +230,15 @@ Status Executable::copy_state_from(const Executable& other) {
     std::byte* to = at(plan_.value_slices[v]);
     const std::byte* from = other.at(other.plan_.value_slices[it->second]);
     if (source.layout == value.layout) {
-      if (to != from) std::memcpy(to, from, value.bytes());  // the same bytes on a shared band
+      // Nothing to copy on a shared band: the same bytes.
+      MEMFIT_RETURN_IF_ERROR(device_->within(to, from, value.bytes()));
       continue;
     }
     // Laid out otherwise (a graph whose convolutions chose other weight
     // formats): through the plain layout.
     MEMFIT_CHECK(to != from);
-    std::vector<float> plain(static_cast<size_t>(value.elements()));
-    unpack_layout(reinterpret_cast<const float*>(from), source.type.shape, source.layout, plain.data());
-    pack_layout(plain.data(), value.type.shape, value.layout, reinterpret_cast<float*>(to));
+    MEMFIT_ASSIGN_OR_RETURN(std::vector<float> plain, other.read_state(it->second));
+    MEMFIT_RETURN_IF_ERROR(write_state(v, plain));
   }
   state_loaded_ = true;
   return Status::ok();
@@ -234,7 +257,7 @@ size_t Executable::state_copy_bytes() const {
 Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const StepContext& step) {
   MEMFIT_RETURN_IF_ERROR(load_state(state));
   MEMFIT_ASSIGN_OR_RETURN(StepResult result, run(feeds, step));
-  store_state(state);
+  MEMFIT_RETURN_IF_ERROR(store_state(state));
   return result;
 }
 
@@ -265,8 +288,7 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
     }
     auto it = feeds.find(value.name);
     if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
-    // Copied in, as onto a device.
-    std::memcpy(touch(plan_.value_slices[v]), it->second, value.bytes());
+    MEMFIT_RETURN_IF_ERROR(device_->to_device(touch(plan_.value_slices[v]), it->second, value.bytes()));
   }
 
   StepResult result;
@@ -274,8 +296,9 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   result.io_seconds = last_step_.data_in.end;
   std::vector<int64_t> event(g.num_nodes(), -1);  // the task of each copy or comm node
   Status comm_status;  // the first collective's error; written on the communication thread
+  Status failed;  // a device's error; the streams drain before it returns
   std::vector<void*> inputs, outputs;
-  for (size_t n = 0; n < g.num_nodes(); ++n) {
+  for (size_t n = 0; n < g.num_nodes() && failed.is_ok(); ++n) {
     const Node& node = g.nodes()[n];
     for (int32_t copy : waits_for_[n]) {
       result.copy_wait_seconds += copies_->wait(event[static_cast<size_t>(copy)]);
@@ -311,33 +334,42 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
     if (options_.poison) {
       if (copy) {
         // The copy may still read what dies here: poison after it, in stream order.
-        for (const Slice& slice : dead_after_[n]) copies_->run([this, slice] { poison(slice); });
+        for (const Slice& slice : dead_after_[n]) copies_->poison(at(slice), slice.bytes);
       } else {
-        for (const Slice& slice : dead_after_[n]) poison(slice);
+        for (const Slice& slice : dead_after_[n]) {
+          if (failed.is_ok()) failed = poison(slice);
+        }
       }
     }
   }
-  if (copies_) copies_->drain();
-  if (comms_) {
-    comms_->drain();
-    MEMFIT_RETURN_IF_ERROR(comm_status);
-  }
+  // Copies and collectives still running hold references to this frame.
+  const Status copied = copies_ ? copies_->drain() : Status::ok();
+  const Status summed = comms_ ? comms_->drain() : Status::ok();
+  MEMFIT_RETURN_IF_ERROR(failed);
+  MEMFIT_RETURN_IF_ERROR(copied);
+  MEMFIT_RETURN_IF_ERROR(summed);
+  MEMFIT_RETURN_IF_ERROR(comm_status);
   const Clock::time_point outputs_start = Clock::now();
 
   result.high_water_bytes = high_water;
   for (ValueId v : g.outputs()) {
     const Value& value = g.value(v);
     MEMFIT_CHECK(value.type.dtype == DType::f32);
-    const auto* begin = reinterpret_cast<const float*>(at(plan_.value_slices[v.idx()]));
-    result.outputs[value.name].assign(begin, begin + value.elements());
+    std::vector<float>& output = result.outputs[value.name];
+    output.resize(static_cast<size_t>(value.elements()));
+    MEMFIT_RETURN_IF_ERROR(
+        device_->to_host(output.data(), at(plan_.value_slices[v.idx()]), value.bytes()));
   }
   // The next step finds each state in its own slice: an update not written
   // in place moves there (both live to the end of the step, so they are apart).
   for (const StateUpdate& u : g.updates()) {
     const Slice& state = plan_.value_slices[u.state.idx()];
     const Slice& next = plan_.value_slices[u.next.idx()];
-    if (state.offset != next.offset) std::memcpy(at(state), at(next), g.value(u.state).bytes());
+    if (state.offset != next.offset) {
+      MEMFIT_RETURN_IF_ERROR(device_->within(at(state), at(next), g.value(u.state).bytes()));
+    }
   }
+  MEMFIT_RETURN_IF_ERROR(device_->synchronize());
   const Clock::time_point step_end = Clock::now();
   result.io_seconds += std::chrono::duration<double>(step_end - outputs_start).count();
   result.seconds = since_start(step_end);
@@ -370,7 +402,7 @@ int64_t Executable::start_collective(const Node& node, void* bucket, StepResult&
                                                            : comm->all_gather(data, block);
         if (!done.is_ok()) status = std::move(done);
       },
-      [&result](CopyEngine::Clock::time_point, double seconds) { result.comm_seconds += seconds; });
+      [&result](SwapStream::Clock::time_point, double seconds) { result.comm_seconds += seconds; });
 }
 
 }  // namespace memfit

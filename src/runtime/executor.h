@@ -3,10 +3,14 @@
 // its planned offset; persistent values stay in the arena from one step to
 // the next (loaded from a StateStore once, copied out on request).
 //
+// The arena, the host pool and every copy in or out of them come from the
+// backend's Device (src/runtime/device.h): host memory for the cpu and
+// reference backends, GPU memory for the cuda backend.
+//
 // Swapping: the host pool is a separate allocation of the plan's host bytes.
-// Copy nodes (to_host, to_device) are issued, in schedule order, to a copy
-// engine (src/runtime/copy_engine.h), whose thread runs them in that order
-// while the compute stream goes on. Events order the two: a node that reads
+// Copy nodes (to_host, to_device) are issued, in schedule order, to the
+// device's swap stream (on the host, a copy engine: src/runtime/copy_engine.h),
+// which runs them in that order while the compute stream goes on. Events order the two: a node that reads
 // the output of a copy waits for that copy first; swap_wait waits for the
 // copy to_host that made its input 1, so the source's device range is reused
 // only after that copy completed; a range freed at a copy node is poisoned on
@@ -29,6 +33,7 @@
 #include "memfit/dist.h"
 #include "memory/planner.h"
 #include "runtime/copy_engine.h"
+#include "runtime/device.h"
 #include "runtime/kernel.h"
 
 namespace memfit {
@@ -115,7 +120,8 @@ class Executable {
   // and in a memory-aware order, keeping the smaller arena (plan_on_backend,
   // src/runtime/backend_plan.h), and allocates the arena and the host pool.
   // An arena over a non-zero budget is an error that states the smallest
-  // arena reached.
+  // arena reached. A backend whose device is not the host must have a kernel
+  // for every node (the reference kernels run on the host).
   static Result<std::unique_ptr<Executable>> compile(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
   // Everything compile() does but allocating the arena: kernels, schedule and
@@ -124,15 +130,16 @@ class Executable {
   static Result<std::unique_ptr<Executable>> prepare(Graph graph, const Backend& backend,
                                                      const ExecOptions& options = {});
   // The rest of compile() for a prepared executable: the arena, the host pool,
-  // the copy engine and, with `poison`, poison mode. Once only. The arena
-  // holds at least `min_bytes` (for allocate_on_arena_of's executables).
-  void allocate(bool poison = false, size_t min_bytes = 0);
+  // the swap stream and, with `poison`, poison mode. Once only. The arena
+  // holds at least `min_bytes` (for allocate_on_arena_of's executables). An
+  // error when the device cannot give the memory.
+  Status allocate(bool poison = false, size_t min_bytes = 0);
   // The same on the arena of `other` (allocated, at least as large as this
   // plan's arena) instead of one of its own: two executables that run in
   // turn, such as the micro-batches that only accumulate and the one that
   // applies the update. Where both were planned with one StateBand, their
   // persistent inputs share its bytes: copy_state_from then copies nothing.
-  void allocate_on_arena_of(const Executable& other, bool poison = false);
+  Status allocate_on_arena_of(const Executable& other, bool poison = false);
   size_t arena_capacity() const { return arena_capacity_; }
 
   // State kept in the arena. Persistent inputs (parameters, optimizer state,
@@ -145,7 +152,7 @@ class Executable {
   // arena, keeping its own value of the others once its state is loaded
   // (before, `other` must have them all).
   Status load_state(const StateStore& state);
-  void store_state(StateStore& state) const;
+  Status store_state(StateStore& state) const;
   Status copy_state_from(const Executable& other);
   bool state_loaded() const { return state_loaded_; }
 
@@ -173,24 +180,25 @@ class Executable {
   void reset_times();
 
  private:
-  struct ArenaDelete {
-    void operator()(std::byte* p) const;
-  };
-
   std::byte* at(const Slice& slice) const {
     return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
   }
-  void poison(const Slice& slice) const;
+  Status poison(const Slice& slice) const;
+  // The persistent input `v`'s value in the arena, in the plain layout.
+  Result<std::vector<float>> read_state(size_t v) const;
+  // Writes `plain` (the plain layout) over persistent input `v` in the arena.
+  Status write_state(size_t v, const std::vector<float>& plain) const;
   // Issues the collective of comm node `node` (all_reduce_start,
   // reduce_scatter_start, all_gather_start) on its output `bucket`; returns
   // its event. Its seconds go to `result`, its error, if any, to `status`.
   int64_t start_collective(const Node& node, void* bucket, StepResult& result, Status& status);
   // allocate()'s work after the arena: dead slices, events, the host pool,
-  // the copy engine, poison mode.
-  void set_up(bool poison);
+  // the swap stream, poison mode.
+  Status set_up(bool poison);
 
   Graph graph_;
   ExecOptions options_;
+  std::shared_ptr<const Device> device_;
   std::vector<std::unique_ptr<Kernel>> kernels_;
   std::vector<std::string> node_backends_;
   std::vector<double> node_seconds_;
@@ -200,9 +208,9 @@ class Executable {
   MemoryPlan plan_;
   std::shared_ptr<std::byte> arena_;  // shared with allocate_on_arena_of's executable
   size_t arena_capacity_ = 0;
-  std::unique_ptr<std::byte[], ArenaDelete> host_;  // the host pool, apart from the arena
-  std::unique_ptr<CopyEngine> copies_;               // null when the graph has no copy node
-  std::unique_ptr<CopyEngine> comms_;                // null when it has no all_reduce_start
+  std::shared_ptr<std::byte> host_;     // the host pool, apart from the arena
+  std::unique_ptr<SwapStream> copies_;  // null when the graph has no copy node
+  std::unique_ptr<CopyEngine> comms_;   // null when it has no all_reduce_start
   bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
   // Per node: the copy nodes and the communication nodes whose events it

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "memfit/ir.h"
+#include "runtime/device.h"
 
 namespace memfit {
 
@@ -82,6 +83,9 @@ class Backend {
   // on besides the graph: the instruction set and the thread count.
   virtual std::string isa() const { return "none"; }
   virtual int threads() const { return 1; }
+  // Where its kernels find their buffers: the arena, the host pool and the
+  // swap stream come from it. The host unless the backend runs elsewhere.
+  virtual std::shared_ptr<const Device> device() const { return host_device(); }
 };
 
 // Plain loops for every op: the oracle.

@@ -73,9 +73,11 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
       "training (the step's arena and host pool, and evaluation's)"));
   // The micro-batches that only accumulate run on the arena of the step that
   // applies the update, their persistent inputs in the same band of it.
-  step.apply->allocate(poison, accumulate_arena);
-  if (step.accumulate_only) step.accumulate_only->allocate_on_arena_of(*step.apply, poison);
-  program->eval_->allocate(poison);
+  MEMFIT_RETURN_IF_ERROR(step.apply->allocate(poison, accumulate_arena));
+  if (step.accumulate_only) {
+    MEMFIT_RETURN_IF_ERROR(step.accumulate_only->allocate_on_arena_of(*step.apply, poison));
+  }
+  MEMFIT_RETURN_IF_ERROR(program->eval_->allocate(poison));
   return program;
 }
 
@@ -169,9 +171,9 @@ Status TrainingProgram::store_state(StateStore& state) const {
   MEMFIT_CHECK(holder_ != nullptr);
   // The other executable first: the holder's values are the newer ones.
   for (const Executable* exe : {step_.apply.get(), step_.accumulate_only.get()}) {
-    if (exe != nullptr && exe != holder_) exe->store_state(state);
+    if (exe != nullptr && exe != holder_) MEMFIT_RETURN_IF_ERROR(exe->store_state(state));
   }
-  holder_->store_state(state);
+  MEMFIT_RETURN_IF_ERROR(holder_->store_state(state));
   // Sharded: every rank's blocks, summed into whole buckets (the other
   // ranks' blocks are zeros here), then per parameter.
   for (const ShardedState& s : step_.zero.states) {

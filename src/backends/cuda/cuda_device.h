@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "memfit/status.h"
+#include "runtime/device.h"
 
 namespace memfit::cuda {
 
@@ -86,6 +87,17 @@ class CopyStream {
   void* stream_ = nullptr;         // cudaStream_t
   std::vector<void*> events_;      // cudaEvent_t
 };
+
+// GPU `index` as the executor's Device (runtime/device.h): the arena in
+// device memory (cudaMalloc), the host pool pinned (cudaHostAlloc), the
+// kernels on a compute stream of its own, the swap copies on a copy stream
+// that waits for the compute stream where it reads what kernels wrote, and
+// the compute stream waiting for a copy's event (cudaStreamWaitEvent) rather
+// than the host. Poisoning writes 0xFF bytes, a NaN in every float.
+Result<std::shared_ptr<const Device>> make_gpu_device(int index = 0);
+// The compute stream (cudaStream_t) of a Device that make_gpu_device made,
+// for the kernels to launch on.
+void* compute_stream(const Device& device);
 
 // The host link's bandwidth in GB/s (1e9 bytes per second): `bytes` copied
 // from pinned host memory to the device and back `repeats` times on a copy
