@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/cuda_backend.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
 #include "test_util.h"
@@ -59,6 +60,38 @@ TEST_P(OpBackendTest, CpuMatchesReference) {
       EXPECT_EQ(actual[o], again[o]) << what;
     }
   }
+}
+
+// The cuda backend's kernel, where it has one, against the reference on the
+// same examples, run twice for the same bits. Skips without a GPU (and
+// without CUDA in the build), saying why.
+TEST_P(OpBackendTest, CudaMatchesReference) {
+  const OpKind op = GetParam();
+  auto cuda = make_cuda_backend();
+  if (!cuda) GTEST_SKIP() << cuda.message();
+  const auto reference = make_reference_backend();
+  const auto examples = op_info(op).examples();
+  size_t ran = 0;
+  for (size_t e = 0; e < examples.size(); ++e) {
+    const Graph graph = testing::single_node_graph(op, examples[e]);
+    if (!(*cuda)->supports(graph, graph.nodes()[0])) continue;
+    const auto data = testing::example_inputs(examples[e], 99 + e);
+    const StepContext step{7, 11, 2};
+    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true}).value();
+    auto cuda_exe = Executable::compile(graph, **cuda, ExecOptions{.poison = true});
+    ASSERT_TRUE(cuda_exe) << cuda_exe.message();
+    const auto expected = testing::run_outputs(*ref_exe, data, step);
+    const auto actual = testing::run_outputs(**cuda_exe, data, step);
+    const auto again = testing::run_outputs(**cuda_exe, data, step);
+    for (size_t o = 0; o < expected.size(); ++o) {
+      const std::string what = std::string(op_name(op)) + " example " + std::to_string(e) +
+                               " output " + std::to_string(o) + " on cuda";
+      expect_close(expected[o], actual[o], 1e-4, 1e-5, what);
+      EXPECT_EQ(actual[o], again[o]) << what;
+    }
+    ++ran;
+  }
+  if (ran == 0) GTEST_SKIP() << "the cuda backend has no kernel for " << op_name(op) << " yet";
 }
 
 // The same examples in the cpu backend's blocked layout, wherever its kernel

@@ -29,8 +29,8 @@ struct StepSpec {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t accumulate = 1;                  // micro-batches per optimizer step
   OptimizerConfig optimizer;               // lr 0: the optimizer's default
-  std::string backend = "cpu";  // cpu (oneDNN), reference (plain loops) or cuda (refused with
-                                // a message until its kernels exist)
+  std::string backend = "cpu";  // cpu (oneDNN), reference (plain loops) or cuda (a GPU; the
+                                // ops it has kernels for so far: src/backends/cuda/)
   int threads = 0;  // threads of the cpu backend, whose oneDNN workspaces depend on them; 0:
                     // one per core
 

@@ -1,8 +1,46 @@
+// The cuda backend (cuda_backend.h): the GPU as its device, cuBLAS bound to
+// the device's compute stream, and the kernels of cuda_kernels.h.
 #include "backends/cuda/cuda_backend.h"
 
+#include <string>
+
+#include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_kernels.h"
+
+#ifdef MEMFIT_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace memfit {
+
+#ifdef MEMFIT_HAVE_CUDA
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(cuda::DeviceInfo info, std::shared_ptr<const cuda::Context> context)
+      : info_(std::move(info)), context_(std::move(context)) {}
+  std::string_view name() const override { return "cuda"; }
+  bool supports(const Graph& graph, const Node& node) const override {
+    return cuda::has_kernel(graph, node);
+  }
+  Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId node) const override {
+    return cuda::make_kernel(graph, graph.node(node), context_);
+  }
+  // The kernels' choices depend on the GPU.
+  std::string isa() const override {
+    return "cuda sm_" + std::to_string(info_.major) + std::to_string(info_.minor) + " " + info_.name;
+  }
+  std::shared_ptr<const Device> device() const override { return context_->device; }
+
+ private:
+  cuda::DeviceInfo info_;
+  std::shared_ptr<const cuda::Context> context_;
+};
+
+}  // namespace
+#endif
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   auto info = cuda::device_info(device);
@@ -12,9 +50,24 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
         "--backend cuda needs a GPU: the algorithms cuDNN and cuBLAS choose, and so the workspaces "
         "the plan places, are their answers for the device (" + info.message() + ")");
   }
-  return Status::error("--backend cuda: found " + cuda::describe(*info) +
-                       "; memfit's CUDA kernels are not written yet (the device layer is: its "
-                       "memory, pinned host memory and copy stream); use --backend cpu");
+#ifdef MEMFIT_HAVE_CUDA
+  auto context = std::make_shared<cuda::Context>();
+  MEMFIT_ASSIGN_OR_RETURN(context->device, cuda::make_gpu_device(device));
+  context->stream = cuda::compute_stream(*context->device);
+  MEMFIT_ASSIGN_OR_RETURN(const cuda::CublasLibrary* cublas, cuda::cublas_library());
+  cublasHandle_t blas = nullptr;
+  if (const cublasStatus_t s = cublas->create(&blas); s != CUBLAS_STATUS_SUCCESS) {
+    return Status::error(std::string("--backend cuda: cublasCreate: ") + cublas->status_string(s));
+  }
+  context->blas = blas;
+  cublas->set_stream(blas, static_cast<cudaStream_t>(context->stream));
+  // cuBLAS's guidance for the workspace of its products: 32 MiB on Hopper
+  // and newer, 4 MiB before; the plan places it under every product node.
+  context->blas_workspace_bytes = info->major >= 9 ? size_t{32} << 20 : size_t{4} << 20;
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(*info, std::move(context)));
+#else
+  return info.status();
+#endif
 }
 
 }  // namespace memfit

@@ -210,6 +210,7 @@ class GpuDevice final : public Device {
   }
   Status synchronize() const override {
     MEMFIT_CUDA_CALL(cudaStreamSynchronize(compute_));
+    MEMFIT_CUDA_CALL(cudaGetLastError());  // a kernel launch that failed since the last check
     return Status::ok();
   }
   // The link limit is the hardware's own here: `link_bytes_per_second` is

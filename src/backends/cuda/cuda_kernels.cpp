@@ -1,0 +1,394 @@
+// The cuda backend's kernels (cuda_kernels.h). Shapes, attributes and the
+// launch parameters are fixed when a kernel is made; run() only launches.
+#include "backends/cuda/cuda_kernels.h"
+
+#ifdef MEMFIT_HAVE_CUDA
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cublas_library.h"
+#include "backends/cuda/cuda_launch.h"
+
+namespace memfit::cuda {
+
+Context::~Context() {
+  if (blas != nullptr) (*cublas_library())->destroy(static_cast<cublasHandle_t>(blas));
+}
+
+namespace {
+
+using ContextPtr = std::shared_ptr<const Context>;
+
+const float* in(const KernelArgs& args, size_t i) { return static_cast<const float*>(args.inputs[i]); }
+float* out(const KernelArgs& args, size_t i) { return static_cast<float*>(args.outputs[i]); }
+
+// A kernel that launches on the context's stream.
+class CudaKernel : public Kernel {
+ public:
+  explicit CudaKernel(ContextPtr context) : context_(std::move(context)) {}
+
+ protected:
+  void* stream() const { return context_->stream; }
+  const Context& context() const { return *context_; }
+
+ private:
+  ContextPtr context_;
+};
+
+class FillKernel final : public CudaKernel {
+ public:
+  FillKernel(ContextPtr context, int64_t count, float value)
+      : CudaKernel(std::move(context)), count_(count), value_(value) {}
+  void run(const KernelArgs& args) override { launch_fill(out(args, 0), count_, value_, stream()); }
+
+ private:
+  int64_t count_;
+  float value_;
+};
+
+// reshape: the same bytes; nothing to do in place.
+class CopyKernel final : public CudaKernel {
+ public:
+  CopyKernel(ContextPtr context, size_t bytes) : CudaKernel(std::move(context)), bytes_(bytes) {}
+  void run(const KernelArgs& args) override {
+    if (args.inputs[0] == args.outputs[0]) return;
+    cudaMemcpyAsync(args.outputs[0], args.inputs[0], bytes_, cudaMemcpyDeviceToDevice,
+                    static_cast<cudaStream_t>(stream()));
+  }
+
+ private:
+  size_t bytes_;
+};
+
+class ReluGradKernel final : public CudaKernel {
+ public:
+  ReluGradKernel(ContextPtr context, int64_t count) : CudaKernel(std::move(context)), count_(count) {}
+  void run(const KernelArgs& args) override {
+    launch_relu_grad(in(args, 0), in(args, 1), out(args, 0), count_, stream());
+  }
+
+ private:
+  int64_t count_;
+};
+
+class DropoutKernel final : public CudaKernel {
+ public:
+  DropoutKernel(ContextPtr context, int64_t count, DropoutAttrs attrs)
+      : CudaKernel(std::move(context)), count_(count), attrs_(attrs) {}
+  void run(const KernelArgs& args) override {
+    launch_dropout(in(args, 0), out(args, 0), count_, attrs_.p, args.step.seed,
+                   static_cast<uint64_t>(args.step.micro_step), attrs_.key, stream());
+  }
+
+ private:
+  int64_t count_;
+  DropoutAttrs attrs_;
+};
+
+// reduce_sum and reduce_mean (scale 1 / the reduced count).
+class ReduceKernel final : public CudaKernel {
+ public:
+  ReduceKernel(ContextPtr context, ReduceShape shape, double scale)
+      : CudaKernel(std::move(context)), shape_(shape), scale_(scale) {}
+  void run(const KernelArgs& args) override {
+    launch_reduce_sum(in(args, 0), out(args, 0), shape_, scale_, stream());
+  }
+
+ private:
+  ReduceShape shape_;
+  double scale_;
+};
+
+class CrossEntropyKernel final : public CudaKernel {
+ public:
+  CrossEntropyKernel(ContextPtr context, int64_t rows, int64_t classes)
+      : CudaKernel(std::move(context)), rows_(rows), classes_(classes) {}
+  size_t workspace_bytes() const override { return static_cast<size_t>(rows_) * sizeof(double); }
+  void run(const KernelArgs& args) override {
+    launch_softmax_cross_entropy(in(args, 0), static_cast<const int32_t*>(args.inputs[1]),
+                                 out(args, 0), static_cast<double*>(args.workspace), rows_,
+                                 classes_, stream());
+  }
+
+ private:
+  int64_t rows_, classes_;
+};
+
+class CrossEntropyGradKernel final : public CudaKernel {
+ public:
+  CrossEntropyGradKernel(ContextPtr context, int64_t rows, int64_t classes)
+      : CudaKernel(std::move(context)), rows_(rows), classes_(classes) {}
+  void run(const KernelArgs& args) override {
+    launch_softmax_cross_entropy_grad(in(args, 0), in(args, 1),
+                                      static_cast<const int32_t*>(args.inputs[2]), out(args, 0),
+                                      rows_, classes_, stream());
+  }
+
+ private:
+  int64_t rows_, classes_;
+};
+
+class SgdKernel final : public CudaKernel {
+ public:
+  SgdKernel(ContextPtr context, int64_t count, SgdAttrs attrs)
+      : CudaKernel(std::move(context)), count_(count), attrs_(attrs) {}
+  void run(const KernelArgs& args) override {
+    const bool velocity = attrs_.momentum != 0.0f;
+    launch_sgd_update(in(args, 0), in(args, 1), velocity ? in(args, 2) : nullptr, out(args, 0),
+                      velocity ? out(args, 1) : nullptr, count_,
+                      static_cast<double>(attrs_.lr) * args.step.lr_scale, attrs_.momentum,
+                      attrs_.weight_decay, stream());
+  }
+
+ private:
+  int64_t count_;
+  SgdAttrs attrs_;
+};
+
+class AdamWKernel final : public CudaKernel {
+ public:
+  AdamWKernel(ContextPtr context, int64_t count, AdamWAttrs attrs)
+      : CudaKernel(std::move(context)), count_(count), attrs_(attrs) {}
+  void run(const KernelArgs& args) override {
+    const double t = static_cast<double>(args.step.optimizer_step + 1);
+    launch_adamw_update(in(args, 0), in(args, 1), in(args, 2), in(args, 3), out(args, 0),
+                        out(args, 1), out(args, 2), count_,
+                        static_cast<double>(attrs_.lr) * args.step.lr_scale, attrs_.beta1,
+                        attrs_.beta2, attrs_.eps, attrs_.weight_decay,
+                        1.0 - std::pow(static_cast<double>(attrs_.beta1), t),
+                        1.0 - std::pow(static_cast<double>(attrs_.beta2), t), stream());
+  }
+
+ private:
+  int64_t count_;
+  AdamWAttrs attrs_;
+};
+
+// y = a b (+ c) for matmul (batched, b shared when 2-D), y = x w^T (+ bias)
+// (+ c) (then relu) for linear and linear_relu: cuBLAS's product in its
+// planned workspace, then the bias and relu by launch_bias_add_relu. memfit
+// is row-major and cuBLAS column-major: y^T = b^T a^T, so cuBLAS computes
+// with the operands swapped.
+class ProductKernel final : public CudaKernel {
+ public:
+  struct Shape {
+    int64_t batch = 1, m = 0, n = 0, k = 0;
+    bool trans_a = false, trans_b = false;
+    int64_t b_batch_stride = 0;
+    int bias = -1, add = -1;  // the inputs that hold them, or -1
+    bool relu = false;
+  };
+  ProductKernel(ContextPtr context, Shape shape) : CudaKernel(std::move(context)), shape_(shape) {}
+  size_t workspace_bytes() const override { return context().blas_workspace_bytes; }
+  void run(const KernelArgs& args) override {
+    auto blas = static_cast<cublasHandle_t>(context().blas);
+    const CublasLibrary& cublas = **cublas_library();  // opened: the backend made the handle
+    const auto s = static_cast<cudaStream_t>(stream());
+    float* y = out(args, 0);
+    float beta = 0.0f;
+    if (shape_.add >= 0) {
+      // The product goes onto c: y starts as c.
+      const float* c = in(args, static_cast<size_t>(shape_.add));
+      if (c != y) {
+        cudaMemcpyAsync(y, c, static_cast<size_t>(shape_.batch * shape_.m * shape_.n) * sizeof(float),
+                        cudaMemcpyDeviceToDevice, s);
+      }
+      beta = 1.0f;
+    }
+    cublas.set_workspace(blas, args.workspace, workspace_bytes());
+    const float alpha = 1.0f;
+    const int m = static_cast<int>(shape_.n), n = static_cast<int>(shape_.m),
+              k = static_cast<int>(shape_.k);
+    cublas.sgemm_strided_batched(
+        blas, shape_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, shape_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+        m, n, k, &alpha, in(args, 1), shape_.trans_b ? k : m, shape_.b_batch_stride, in(args, 0),
+        shape_.trans_a ? n : k, shape_.m * shape_.k, &beta, y, m, shape_.m * shape_.n,
+        static_cast<int>(shape_.batch));
+    if (shape_.bias >= 0 || shape_.relu) {
+      launch_bias_add_relu(y, shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr,
+                           nullptr, shape_.batch * shape_.m, shape_.n, shape_.relu, stream());
+    }
+  }
+
+ private:
+  Shape shape_;
+};
+
+const memfit::Shape& shape_of(const Graph& graph, ValueId v) { return graph.value(v).type.shape; }
+
+ProductKernel::Shape product_shape(const Graph& graph, const Node& node) {
+  ProductKernel::Shape s;
+  const memfit::Shape& a = shape_of(graph, node.inputs[0]);
+  const memfit::Shape& b = shape_of(graph, node.inputs[1]);
+  if (node.op == OpKind::matmul) {
+    const auto& attrs = std::get<MatmulAttrs>(node.attrs);
+    const size_t rank = a.size();
+    s.trans_a = attrs.trans_a;
+    s.trans_b = attrs.trans_b;
+    s.m = s.trans_a ? a[rank - 1] : a[rank - 2];
+    s.k = s.trans_a ? a[rank - 2] : a[rank - 1];
+    s.n = s.trans_b ? b[b.size() - 2] : b[b.size() - 1];
+    for (size_t d = 0; d + 2 < rank; ++d) s.batch *= a[d];
+    s.b_batch_stride = b.size() == 2 ? 0 : s.k * s.n;
+    if (node.inputs.size() == 3) s.add = 2;
+    return s;
+  }
+  // linear, linear_relu: x (N, I), w (O, I), optional bias (O), c (N, O).
+  s.m = a[0];
+  s.k = a[1];
+  s.n = b[0];
+  s.trans_b = true;
+  if (node.inputs.size() >= 3) s.bias = 2;
+  if (node.inputs.size() == 4) s.add = 3;
+  s.relu = node.op == OpKind::linear_relu;
+  return s;
+}
+
+ReduceShape reduce_shape(const memfit::Shape& x, const std::vector<int64_t>& axes) {
+  ReduceShape r;
+  int64_t stride = 1;
+  std::vector<int64_t> strides(x.size());
+  for (size_t d = x.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= x[d];
+  }
+  for (size_t d = 0; d < x.size(); ++d) {
+    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    if (reduced) {
+      r.reduced_sizes[r.reduced_rank] = x[d];
+      r.reduced_strides[r.reduced_rank++] = strides[d];
+    } else {
+      r.kept_sizes[r.kept_rank] = x[d];
+      r.kept_strides[r.kept_rank++] = strides[d];
+    }
+  }
+  return r;
+}
+
+bool all_f32(const Graph& graph, const Node& node, int i32_input = -1) {
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const DType want = static_cast<int>(i) == i32_input ? DType::i32 : DType::f32;
+    if (graph.value(node.inputs[i]).type.dtype != want) return false;
+  }
+  for (ValueId v : node.outputs) {
+    if (graph.value(v).type.dtype != DType::f32) return false;
+  }
+  return true;
+}
+
+bool plain(const Graph& graph, const Node& node) {
+  for (const auto* list : {&node.inputs, &node.outputs}) {
+    for (ValueId v : *list) {
+      if (graph.value(v).layout != Layout::plain) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool has_kernel(const Graph& graph, const Node& node) {
+  if (!plain(graph, node)) return false;
+  switch (node.op) {
+    case OpKind::fill:
+    case OpKind::relu_grad:
+    case OpKind::dropout:
+    case OpKind::sgd_update:
+    case OpKind::adamw_update:
+    case OpKind::linear:
+    case OpKind::linear_relu:
+      return all_f32(graph, node);
+    case OpKind::matmul:
+      return all_f32(graph, node) && shape_of(graph, node.inputs[0]).size() >= 2;
+    case OpKind::reduce_sum:
+    case OpKind::reduce_mean:
+      return all_f32(graph, node) && shape_of(graph, node.inputs[0]).size() <= kMaxDims;
+    case OpKind::reshape:
+      return true;
+    case OpKind::softmax_cross_entropy:
+      return all_f32(graph, node, 1);
+    case OpKind::softmax_cross_entropy_grad:
+      return all_f32(graph, node, 2);
+    default:
+      return false;
+  }
+}
+
+Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
+                                            std::shared_ptr<const Context> context) {
+  if (!has_kernel(graph, node)) {
+    return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+  }
+  const int64_t count = graph.value(node.outputs[0]).elements();
+  std::unique_ptr<Kernel> kernel;
+  switch (node.op) {
+    case OpKind::fill:
+      kernel = std::make_unique<FillKernel>(context, count, std::get<FillAttrs>(node.attrs).value);
+      break;
+    case OpKind::reshape:
+      kernel = std::make_unique<CopyKernel>(context, graph.value(node.outputs[0]).bytes());
+      break;
+    case OpKind::relu_grad:
+      kernel = std::make_unique<ReluGradKernel>(context, count);
+      break;
+    case OpKind::dropout:
+      kernel = std::make_unique<DropoutKernel>(context, count, std::get<DropoutAttrs>(node.attrs));
+      break;
+    case OpKind::reduce_sum:
+    case OpKind::reduce_mean: {
+      const memfit::Shape& x = shape_of(graph, node.inputs[0]);
+      const ReduceShape shape = reduce_shape(x, std::get<ReduceAttrs>(node.attrs).axes);
+      int64_t reduced = 1;
+      for (int d = 0; d < shape.reduced_rank; ++d) reduced *= shape.reduced_sizes[d];
+      const double scale = node.op == OpKind::reduce_mean ? 1.0 / static_cast<double>(reduced) : 1.0;
+      kernel = std::make_unique<ReduceKernel>(context, shape, scale);
+      break;
+    }
+    case OpKind::softmax_cross_entropy: {
+      const memfit::Shape& logits = shape_of(graph, node.inputs[0]);
+      kernel = std::make_unique<CrossEntropyKernel>(context, logits[0], logits[1]);
+      break;
+    }
+    case OpKind::softmax_cross_entropy_grad: {
+      const memfit::Shape& logits = shape_of(graph, node.inputs[1]);
+      kernel = std::make_unique<CrossEntropyGradKernel>(context, logits[0], logits[1]);
+      break;
+    }
+    case OpKind::sgd_update:
+      kernel = std::make_unique<SgdKernel>(context, count, std::get<SgdAttrs>(node.attrs));
+      break;
+    case OpKind::adamw_update:
+      kernel = std::make_unique<AdamWKernel>(context, count, std::get<AdamWAttrs>(node.attrs));
+      break;
+    case OpKind::matmul:
+    case OpKind::linear:
+    case OpKind::linear_relu:
+      kernel = std::make_unique<ProductKernel>(context, product_shape(graph, node));
+      break;
+    default:
+      break;
+  }
+  return kernel;
+}
+
+}  // namespace memfit::cuda
+
+#else  // without CUDA: no backend is made, so no kernel is asked for
+
+namespace memfit::cuda {
+
+Context::~Context() = default;
+bool has_kernel(const Graph&, const Node&) { return false; }
+Result<std::unique_ptr<Kernel>> make_kernel(const Graph&, const Node&, std::shared_ptr<const Context>) {
+  return Status::error("this memfit was built without CUDA");
+}
+
+}  // namespace memfit::cuda
+
+#endif  // MEMFIT_HAVE_CUDA

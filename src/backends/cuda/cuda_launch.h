@@ -1,0 +1,67 @@
+// memfit's own CUDA kernels (the .cu files beside this header, compiled by
+// nvcc): each function launches on `stream` (a cudaStream_t) and returns at
+// once. They follow the reference kernels' formulas
+// (src/backends/reference/): sums and the optimizers' arithmetic in double,
+// rounded once; every reduction in a fixed order, so that a step gives the
+// same bits every time it runs. A launch error stays with the runtime and is
+// reported when the device next synchronizes (cudaGetLastError).
+#pragma once
+
+#include <cstdint>
+
+namespace memfit::cuda {
+
+// Up to this many dimensions in the strided kernels.
+inline constexpr int kMaxDims = 8;
+
+// y[i] = value.
+void launch_fill(float* y, int64_t count, float value, void* stream);
+
+// Rows of `columns` elements: y[r, c] += bias[c] (when bias), then y += add
+// (when add, of y's shape; it may be y only when there is no bias), then
+// y = max(y, 0) (when relu). The tail of linear and matmul after cuBLAS's
+// product.
+void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t rows,
+                          int64_t columns, bool relu, void* stream);
+
+// dx = y > 0 ? dy : 0.
+void launch_relu_grad(const float* dy, const float* y, float* dx, int64_t count, void* stream);
+
+// y = keep ? x / (1 - p) : 0, keep drawn by dropout_keeps(seed, step, key, i, p)
+// (src/core/random.h): the mask bits of every backend.
+void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed,
+                    uint64_t step, uint64_t key, void* stream);
+
+// The sum over the axes not kept: y[o] = sum over j of x[offset(o) + offset(j)],
+// where o runs over the kept axes (sizes kept_sizes, strides in x
+// kept_strides) and j over the reduced ones, each sum in double in a fixed
+// order, times `scale`.
+struct ReduceShape {
+  int kept_rank = 0, reduced_rank = 0;
+  int64_t kept_sizes[kMaxDims] = {}, kept_strides[kMaxDims] = {};
+  int64_t reduced_sizes[kMaxDims] = {}, reduced_strides[kMaxDims] = {};
+};
+void launch_reduce_sum(const float* x, float* y, const ReduceShape& shape, double scale,
+                       void* stream);
+
+// loss = mean over rows of (log sum exp(logits_r) - logits_r[label_r]);
+// `row_losses` holds one double per row (workspace). A label out of range
+// gives NaN.
+void launch_softmax_cross_entropy(const float* logits, const int32_t* labels, float* loss,
+                                  double* row_losses, int64_t rows, int64_t classes, void* stream);
+// dlogits = dloss (softmax(logits_r) - onehot(label_r)) / rows.
+void launch_softmax_cross_entropy_grad(const float* dloss, const float* logits,
+                                       const int32_t* labels, float* dlogits, int64_t rows,
+                                       int64_t classes, void* stream);
+
+// The optimizers' updates, element by element, in place allowed (w_next may
+// be w, and so on), as ref_sgd_update and ref_adamw_update.
+void launch_sgd_update(const float* w, const float* g, const float* v, float* w_next,
+                       float* v_next, int64_t count, double lr, double momentum,
+                       double weight_decay, void* stream);
+void launch_adamw_update(const float* w, const float* g, const float* m, const float* v,
+                         float* w_next, float* m_next, float* v_next, int64_t count, double lr,
+                         double beta1, double beta2, double eps, double weight_decay,
+                         double correction1, double correction2, void* stream);
+
+}  // namespace memfit::cuda

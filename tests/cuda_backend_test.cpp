@@ -1,0 +1,100 @@
+// The cuda backend on a GPU (skipped without one, saying why): a step of
+// the mlp (linear, relu, dropout, cross-entropy, reductions, SGD and AdamW)
+// matches the cpu backend's within float tolerance, runs the same bits
+// twice, peaks at exactly the planned arena, and gives the same bits with
+// swapping and recomputation as without; a model with ops it has no kernel
+// for yet is refused, naming the op.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+#include "test_util.h"
+
+namespace memfit {
+namespace {
+
+#define REQUIRE_CUDA_BACKEND()                                      \
+  do {                                                              \
+    if (auto probe = make_cuda_backend(); !probe) GTEST_SKIP() << probe.message(); \
+  } while (0)
+
+StepSpec mlp_spec(const std::string& backend, bool adamw = false) {
+  StepSpec spec = testing::test_spec({.name = "mlp", .batch = 8});
+  spec.backend = backend;
+  if (adamw) spec.optimizer.kind = OptimizerConfig::Kind::adamw;
+  return spec;
+}
+
+void expect_close_steps(const testing::StepRun& expected, const testing::StepRun& actual,
+                        const std::string& what) {
+  ASSERT_EQ(expected.losses.size(), actual.losses.size()) << what;
+  for (size_t i = 0; i < expected.losses.size(); ++i) {
+    EXPECT_NEAR(expected.losses[i], actual.losses[i], 1e-4 * std::abs(expected.losses[i])) << what;
+  }
+  for (const auto& [name, data] : expected.state.tensors()) {
+    const std::vector<float>* other = actual.state.find(name);
+    ASSERT_NE(other, nullptr) << what << ": " << name;
+    ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
+    size_t far = 0;
+    for (size_t i = 0; i < data.size(); ++i) far += std::abs(data[i] - (*other)[i]) > 1e-4 + 1e-3 * std::abs(data[i]);
+    EXPECT_EQ(far, 0u) << what << ": " << name;
+  }
+}
+
+TEST(CudaBackend, MlpStepMatchesTheCpu) {
+  REQUIRE_CUDA_BACKEND();
+  for (const bool adamw : {false, true}) {
+    const std::string what = adamw ? "mlp, adamw" : "mlp, sgd";
+    const testing::StepRun cpu = testing::run_verified_step(mlp_spec("cpu", adamw));
+    const testing::StepRun cuda = testing::run_verified_step(mlp_spec("cuda", adamw));
+    expect_close_steps(cpu, cuda, what);
+    const testing::StepRun again = testing::run_verified_step(mlp_spec("cuda", adamw));
+    testing::expect_identical_steps(cuda, again, what + ", run twice");
+  }
+}
+
+TEST(CudaBackend, PeaksAtThePlannedArena) {
+  REQUIRE_CUDA_BACKEND();
+  auto program = TrainingProgram::create(mlp_spec("cuda"), 2, true);
+  ASSERT_TRUE(program) << program.message();
+  StateStore state;
+  (*program)->init_state(state, 7);
+  testing::run_synthetic_micro_batches(**program, 1, state);
+  const Executable& exe = (*program)->step_executable();
+  EXPECT_EQ(exe.node_backends(), std::vector<std::string>(exe.graph().num_nodes(), "cuda"));
+  EXPECT_GT(exe.plan().arena_bytes, 0u);
+  EXPECT_EQ((*program)->high_water_bytes(), exe.plan().arena_bytes);
+}
+
+TEST(CudaBackend, TechniquesGiveTheSameBits) {
+  REQUIRE_CUDA_BACKEND();
+  const testing::StepRun plain = testing::run_verified_step(mlp_spec("cuda"));
+  StepSpec swapped = mlp_spec("cuda");
+  swapped.swap = Swap::budget;
+  const testing::StepRun with_swap = testing::run_verified_step(swapped);
+  EXPECT_GT(with_swap.swap.swapped_values, 0u);
+  testing::expect_identical_steps(plain, with_swap, "mlp on cuda, --swap budget");
+  StepSpec recomputed = mlp_spec("cuda");
+  recomputed.recompute = Recompute::sqrt;
+  testing::expect_identical_steps(plain, testing::run_verified_step(recomputed),
+                                  "mlp on cuda, --recompute sqrt");
+  StepSpec accumulated = mlp_spec("cuda");
+  accumulated.accumulate = 2;
+  const testing::StepRun two = testing::run_verified_step(accumulated);
+  EXPECT_EQ(two.losses.size(), 2u);
+}
+
+TEST(CudaBackend, RefusesAnOpWithoutAKernel) {
+  REQUIRE_CUDA_BACKEND();
+  StepSpec spec = testing::test_spec({.name = "lenet", .batch = 4});
+  spec.backend = "cuda";
+  auto program = TrainingProgram::create(spec, 2, false);
+  ASSERT_FALSE(program);
+  EXPECT_NE(program.message().find("the cuda backend has no kernel for conv2d"), std::string::npos)
+      << program.message();
+}
+
+}  // namespace
+}  // namespace memfit
