@@ -4,19 +4,20 @@
 // twice, peaks at exactly the planned arena, and gives the same bits with
 // swapping and recomputation as without; a model with ops it has no kernel
 // for yet is refused, naming the op.
+#include "backends/cuda/cuda_backend.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
-#include "backends/cuda/cuda_backend.h"
 #include "test_util.h"
 
 namespace memfit {
 namespace {
 
-#define REQUIRE_CUDA_BACKEND()                                      \
-  do {                                                              \
+#define REQUIRE_CUDA_BACKEND()                                                     \
+  do {                                                                             \
     if (auto probe = make_cuda_backend(); !probe) GTEST_SKIP() << probe.message(); \
   } while (0)
 
@@ -38,7 +39,8 @@ void expect_close_steps(const testing::StepRun& expected, const testing::StepRun
     ASSERT_NE(other, nullptr) << what << ": " << name;
     ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
     size_t far = 0;
-    for (size_t i = 0; i < data.size(); ++i) far += std::abs(data[i] - (*other)[i]) > 1e-4 + 1e-3 * std::abs(data[i]);
+    for (size_t i = 0; i < data.size(); ++i)
+      far += std::abs(data[i] - (*other)[i]) > 1e-4 + 1e-3 * std::abs(data[i]);
     EXPECT_EQ(far, 0u) << what << ": " << name;
   }
 }

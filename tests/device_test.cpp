@@ -78,7 +78,9 @@ class GuardedDevice final : public Device {
   // Opens the arenas for reading and writing while it lives.
   class Open {
    public:
-    explicit Open(const GuardedDevice& device) : device_(device) { device_.protect(PROT_READ | PROT_WRITE); }
+    explicit Open(const GuardedDevice& device) : device_(device) {
+      device_.protect(PROT_READ | PROT_WRITE);
+    }
     ~Open() { device_.protect(PROT_NONE); }
     Open(const Open&) = delete;
     Open& operator=(const Open&) = delete;
@@ -203,7 +205,8 @@ Steps two_steps(const CompiledStep& step, const Backend& backend) {
   }
   EXPECT_TRUE((*exe)->load_state(steps.state).is_ok());
   const int64_t batch = step.spec.model.batch;
-  auto data = synthetic_source(testing::data_kind(step.model.name), step.model, 2 * batch, batch, 5);
+  auto data =
+      synthetic_source(testing::data_kind(step.model.name), step.model, 2 * batch, batch, 5);
   EXPECT_TRUE(data) << data.message();
   Batch inputs = Batch::for_model(step.model);
   std::vector<int64_t> examples(static_cast<size_t>(batch));
@@ -265,8 +268,12 @@ TEST_P(DeviceRunsTheSameStep, BitForBit) {
 // recurrent one, both with swapping.
 INSTANTIATE_TEST_SUITE_P(Models, DeviceRunsTheSameStep,
                          ::testing::Values(ModelOptions{.name = "lenet", .batch = 4},
-                                           ModelOptions{.name = "lstm-lm", .batch = 2, .depth = 2,
-                                                        .width = 16, .seq_len = 4, .vocab = 16}),
+                                           ModelOptions{.name = "lstm-lm",
+                                                        .batch = 2,
+                                                        .depth = 2,
+                                                        .width = 16,
+                                                        .seq_len = 4,
+                                                        .vocab = 16}),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -278,7 +285,8 @@ TEST(Device, OffTheHostEveryNodeNeedsAKernelOfTheBackend) {
   GuardedBackend guarded(OpKind::softmax_cross_entropy);
   auto exe = Executable::compile(step.apply->graph(), guarded);
   ASSERT_FALSE(exe);
-  EXPECT_NE(exe.message().find("the guarded backend has no kernel for softmax_cross_entropy"), std::string::npos)
+  EXPECT_NE(exe.message().find("the guarded backend has no kernel for softmax_cross_entropy"),
+            std::string::npos)
       << exe.message();
   EXPECT_NE(exe.message().find("run on the host"), std::string::npos) << exe.message();
 }

@@ -21,7 +21,8 @@ Result<CublasLibrary> open_cublas() {
   const std::string file = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   void* library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
-    return Status::error("cannot open " + file + " (cuBLAS, from the CUDA toolkit): " + ::dlerror());
+    return Status::error("cannot open " + file +
+                         " (cuBLAS, from the CUDA toolkit): " + ::dlerror());
   }
   CublasLibrary calls;
   MEMFIT_RETURN_IF_ERROR(find(library, "cublasCreate_v2", calls.create));

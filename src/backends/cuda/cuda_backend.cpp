@@ -30,7 +30,8 @@ class CudaBackend final : public Backend {
   }
   // The kernels' choices depend on the GPU.
   std::string isa() const override {
-    return "cuda sm_" + std::to_string(info_.major) + std::to_string(info_.minor) + " " + info_.name;
+    return "cuda sm_" + std::to_string(info_.major) + std::to_string(info_.minor) + " " +
+           info_.name;
   }
   std::shared_ptr<const Device> device() const override { return context_->device; }
 
@@ -48,7 +49,8 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   if (!info) {
     return Status::error(
         "--backend cuda needs a GPU: the algorithms cuDNN and cuBLAS choose, and so the workspaces "
-        "the plan places, are their answers for the device (" + info.message() + ")");
+        "the plan places, are their answers for the device (" +
+        info.message() + ")");
   }
 #ifdef MEMFIT_HAVE_CUDA
   auto context = std::make_shared<cuda::Context>();

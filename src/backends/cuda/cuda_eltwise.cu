@@ -19,7 +19,7 @@ int blocks_for(int64_t count) {
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-#define MEMFIT_FOR_EACH(i, count)                                                   \
+#define MEMFIT_FOR_EACH(i, count)                                                            \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -94,15 +94,15 @@ void launch_relu_grad(const float* dy, const float* y, float* dx, int64_t count,
   relu_grad_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(dy, y, dx, count);
 }
 
-void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed,
-                    uint64_t step, uint64_t key, void* stream) {
-  dropout_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(x, y, count, p, seed,
-                                                                        step, key);
+void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed, uint64_t step,
+                    uint64_t key, void* stream) {
+  dropout_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(x, y, count, p, seed, step,
+                                                                        key);
 }
 
-void launch_sgd_update(const float* w, const float* g, const float* v, float* w_next,
-                       float* v_next, int64_t count, double lr, double momentum,
-                       double weight_decay, void* stream) {
+void launch_sgd_update(const float* w, const float* g, const float* v, float* w_next, float* v_next,
+                       int64_t count, double lr, double momentum, double weight_decay,
+                       void* stream) {
   sgd_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(w, g, v, w_next, v_next, count,
                                                                     lr, momentum, weight_decay);
 }

@@ -25,7 +25,9 @@ namespace {
 
 using ContextPtr = std::shared_ptr<const Context>;
 
-const float* in(const KernelArgs& args, size_t i) { return static_cast<const float*>(args.inputs[i]); }
+const float* in(const KernelArgs& args, size_t i) {
+  return static_cast<const float*>(args.inputs[i]);
+}
 float* out(const KernelArgs& args, size_t i) { return static_cast<float*>(args.outputs[i]); }
 
 // A kernel that launches on the context's stream.
@@ -68,7 +70,8 @@ class CopyKernel final : public CudaKernel {
 
 class ReluGradKernel final : public CudaKernel {
  public:
-  ReluGradKernel(ContextPtr context, int64_t count) : CudaKernel(std::move(context)), count_(count) {}
+  ReluGradKernel(ContextPtr context, int64_t count)
+      : CudaKernel(std::move(context)), count_(count) {}
   void run(const KernelArgs& args) override {
     launch_relu_grad(in(args, 0), in(args, 1), out(args, 0), count_, stream());
   }
@@ -196,7 +199,8 @@ class ProductKernel final : public CudaKernel {
       // The product goes onto c: y starts as c.
       const float* c = in(args, static_cast<size_t>(shape_.add));
       if (c != y) {
-        cudaMemcpyAsync(y, c, static_cast<size_t>(shape_.batch * shape_.m * shape_.n) * sizeof(float),
+        cudaMemcpyAsync(y, c,
+                        static_cast<size_t>(shape_.batch * shape_.m * shape_.n) * sizeof(float),
                         cudaMemcpyDeviceToDevice, s);
       }
       beta = 1.0f;
@@ -205,13 +209,14 @@ class ProductKernel final : public CudaKernel {
     const float alpha = 1.0f;
     const int m = static_cast<int>(shape_.n), n = static_cast<int>(shape_.m),
               k = static_cast<int>(shape_.k);
-    cublas.sgemm_strided_batched(
-        blas, shape_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, shape_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-        m, n, k, &alpha, in(args, 1), shape_.trans_b ? k : m, shape_.b_batch_stride, in(args, 0),
-        shape_.trans_a ? n : k, shape_.m * shape_.k, &beta, y, m, shape_.m * shape_.n,
-        static_cast<int>(shape_.batch));
+    cublas.sgemm_strided_batched(blas, shape_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 shape_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+                                 in(args, 1), shape_.trans_b ? k : m, shape_.b_batch_stride,
+                                 in(args, 0), shape_.trans_a ? n : k, shape_.m * shape_.k, &beta, y,
+                                 m, shape_.m * shape_.n, static_cast<int>(shape_.batch));
     if (shape_.bias >= 0 || shape_.relu) {
-      launch_bias_add_relu(y, shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr,
+      launch_bias_add_relu(y,
+                           shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr,
                            nullptr, shape_.batch * shape_.m, shape_.n, shape_.relu, stream());
     }
   }
@@ -346,7 +351,8 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
       const ReduceShape shape = reduce_shape(x, std::get<ReduceAttrs>(node.attrs).axes);
       int64_t reduced = 1;
       for (int d = 0; d < shape.reduced_rank; ++d) reduced *= shape.reduced_sizes[d];
-      const double scale = node.op == OpKind::reduce_mean ? 1.0 / static_cast<double>(reduced) : 1.0;
+      const double scale =
+          node.op == OpKind::reduce_mean ? 1.0 / static_cast<double>(reduced) : 1.0;
       kernel = std::make_unique<ReduceKernel>(context, shape, scale);
       break;
     }
@@ -385,7 +391,8 @@ namespace memfit::cuda {
 
 Context::~Context() = default;
 bool has_kernel(const Graph&, const Node&) { return false; }
-Result<std::unique_ptr<Kernel>> make_kernel(const Graph&, const Node&, std::shared_ptr<const Context>) {
+Result<std::unique_ptr<Kernel>> make_kernel(const Graph&, const Node&,
+                                            std::shared_ptr<const Context>) {
   return Status::error("this memfit was built without CUDA");
 }
 

@@ -29,8 +29,8 @@ void launch_relu_grad(const float* dy, const float* y, float* dx, int64_t count,
 
 // y = keep ? x / (1 - p) : 0, keep drawn by dropout_keeps(seed, step, key, i, p)
 // (src/core/random.h): the mask bits of every backend.
-void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed,
-                    uint64_t step, uint64_t key, void* stream);
+void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed, uint64_t step,
+                    uint64_t key, void* stream);
 
 // The sum over the axes not kept: y[o] = sum over j of x[offset(o) + offset(j)],
 // where o runs over the kept axes (sizes kept_sizes, strides in x
@@ -56,9 +56,9 @@ void launch_softmax_cross_entropy_grad(const float* dloss, const float* logits,
 
 // The optimizers' updates, element by element, in place allowed (w_next may
 // be w, and so on), as ref_sgd_update and ref_adamw_update.
-void launch_sgd_update(const float* w, const float* g, const float* v, float* w_next,
-                       float* v_next, int64_t count, double lr, double momentum,
-                       double weight_decay, void* stream);
+void launch_sgd_update(const float* w, const float* g, const float* v, float* w_next, float* v_next,
+                       int64_t count, double lr, double momentum, double weight_decay,
+                       void* stream);
 void launch_adamw_update(const float* w, const float* g, const float* m, const float* v,
                          float* w_next, float* m_next, float* v_next, int64_t count, double lr,
                          double beta1, double beta2, double eps, double weight_decay,

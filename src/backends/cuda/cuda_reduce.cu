@@ -35,7 +35,8 @@ __device__ double block_max(double value, double* shared) {
   shared[threadIdx.x] = value;
   __syncthreads();
   for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + half]);
+    if (threadIdx.x < half)
+      shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + half]);
     __syncthreads();
   }
   const double max = shared[0];
@@ -73,7 +74,8 @@ struct RowExp {
 
 __device__ RowExp row_exp(const float* row, int64_t classes, double* shared) {
   double max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += kThreads) max = fmax(max, static_cast<double>(row[j]));
+  for (int64_t j = threadIdx.x; j < classes; j += kThreads)
+    max = fmax(max, static_cast<double>(row[j]));
   max = block_max(max, shared);
   double sum = 0.0;
   for (int64_t j = threadIdx.x; j < classes; j += kThreads) sum += exp(row[j] - max);
@@ -87,8 +89,7 @@ __global__ void cross_entropy_rows_kernel(const float* logits, const int32_t* la
   const RowExp e = row_exp(row, classes, shared);
   if (threadIdx.x == 0) {
     const int32_t label = labels[blockIdx.x];
-    row_losses[blockIdx.x] =
-        label >= 0 && label < classes ? e.max + log(e.sum) - row[label] : NAN;
+    row_losses[blockIdx.x] = label >= 0 && label < classes ? e.max + log(e.sum) - row[label] : NAN;
   }
 }
 

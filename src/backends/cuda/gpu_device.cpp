@@ -30,10 +30,9 @@ Status failed(const char* call, cudaError_t error) {
   return Status::error(std::string(call) + ": " + cudaGetErrorString(error));
 }
 
-#define MEMFIT_CUDA_CALL(call)                                   \
-  do {                                                           \
-    if (const cudaError_t error_ = (call); error_ != cudaSuccess) \
-      return failed(#call, error_);                              \
+#define MEMFIT_CUDA_CALL(call)                                                                  \
+  do {                                                                                          \
+    if (const cudaError_t error_ = (call); error_ != cudaSuccess) return failed(#call, error_); \
   } while (0)
 
 // The swap copies of one GPU, on a stream of their own. A copy first waits
@@ -180,8 +179,8 @@ class GpuDevice final : public Device {
     if (const cudaError_t e = cudaMalloc(&data, std::max<size_t>(bytes, 1)); e != cudaSuccess) {
       size_t free = 0, total = 0;
       cudaMemGetInfo(&free, &total);
-      return Status::error("the GPU cannot give the arena's " + std::to_string(bytes) +
-                           " bytes (" + std::to_string(free) + " free of " + std::to_string(total) +
+      return Status::error("the GPU cannot give the arena's " + std::to_string(bytes) + " bytes (" +
+                           std::to_string(free) + " free of " + std::to_string(total) +
                            "): " + cudaGetErrorString(e));
     }
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(data), free_device);
