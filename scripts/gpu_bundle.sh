@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Packs the CUDA tests of a CUDA build for a GPU machine that has the NVIDIA
+# driver and toolkit but none of memfit's Debian libraries: the test
+# programs, the memfit program and every shared library they need apart from
+# glibc's own, into gpu-bundle/bundle.tar.xz (ignored by git), with
+# gpu-bundle/run.sh to run there:
+#
+#   ./scripts/gpu_bundle.sh [build-dir]          # here, after a build with CUDA
+#   tar -xJf gpu-bundle/bundle.tar.xz -C /tmp/g && /tmp/g/run.sh OUTDIR   # there
+#
+# run.sh runs the CUDA tests (tests/cuda_device_test.cpp,
+# tests/cuda_backend_test.cpp and CudaMatchesReference in
+# tests/op_backend_test.cpp), then an mlp training run on --backend cuda
+# beside --backend cpu, and writes each one's output and a summary to OUTDIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+programs=("$build/tests/cuda_device_test" "$build/tests/cuda_backend_test"
+          "$build/tests/op_backend_test" "$build/memfit")
+for p in "${programs[@]}"; do
+  [ -x "$p" ] || { echo "gpu_bundle: no $p: build first (cmake --build $build)" >&2; exit 1; }
+done
+grep -q "MEMFIT_HAVE_CUDA" "$build/CMakeFiles/memfit_lib.dir/flags.make" ||
+  { echo "gpu_bundle: $build was configured without CUDA" >&2; exit 1; }
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+cp "${programs[@]}" "$stage/bin/"
+# Every library the programs load, but glibc's (the GPU machine's own are newer).
+ldd "${programs[@]}" | awk '/=> \// {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64)\.so' |
+  while read -r lib; do cp -L "$lib" "$stage/lib/"; done
+cat > "$stage/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs memfit's CUDA tests and an mlp training run on this GPU; output in $1.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: run.sh OUTDIR}
+mkdir -p "$out"
+# cuBLAS (opened with dlopen): the toolkit's, or a pip wheel's.
+cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+  /opt/*/.venv/lib/python3*/site-packages/nvidia/cu*/lib 2>/dev/null | tr '\n' ':')
+export LD_LIBRARY_PATH="$here/lib:$cublas${LD_LIBRARY_PATH:-}"
+export OMP_WAIT_POLICY=passive
+nvidia-smi -L > "$out/gpu.txt" 2>&1
+status=0
+for t in cuda_device_test cuda_backend_test; do
+  "$here/bin/$t" > "$out/$t.txt" 2>&1 || status=1
+done
+"$here/bin/op_backend_test" --gtest_filter='*CudaMatchesReference*' > "$out/op_backend_test.txt" 2>&1 || status=1
+for backend in cpu cuda; do
+  "$here/bin/memfit" train --model mlp --batch 64 --epochs 2 --synthetic --limit 4096 --backend "$backend" \
+    > "$out/train_$backend.txt" 2>&1 || status=1
+done
+{
+  cat "$out/gpu.txt"
+  for f in cuda_device_test cuda_backend_test op_backend_test; do
+    echo "== $f"; grep -E '^\[==========\] .* ran|^\[  PASSED  \] [0-9]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \]' "$out/$f.txt"
+  done
+  for b in cpu cuda; do echo "== train --backend $b"; tail -4 "$out/train_$b.txt"; done
+} > "$out/summary.txt"
+cat "$out/summary.txt"
+exit $status
+RUN
+chmod +x "$stage/run.sh"
+mkdir -p gpu-bundle
+tar -cJf gpu-bundle/bundle.tar.xz -C "$stage" .
+cp "$stage/run.sh" gpu-bundle/run.sh
+ls -la gpu-bundle/bundle.tar.xz
