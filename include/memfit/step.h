@@ -58,7 +58,8 @@ struct StepSpec {
   double milp_seconds = 30;  // milp: CBC's time limit, in all
   size_t budget = 0;         // the largest step arena allowed; 0: no limit
   double link_gbps = 0;  // the host link in GB/s: the copy engine runs no faster, and the swap
-                         // policies plan with it; 0: unlimited, planned as 10
+                         // policies plan with it; 0: the backend's measured link (cuda),
+                         // else unlimited, planned as 10
 
   // Data parallelism (src/passes/all_reduce.h). `ranks` processes each run
   // this step on their own model.batch rows, with the loss scaled by

@@ -86,6 +86,9 @@ class Backend {
   // Where its kernels find their buffers: the arena, the host pool and the
   // swap stream come from it. The host unless the backend runs elsewhere.
   virtual std::shared_ptr<const Device> device() const { return host_device(); }
+  // The device's link to host memory in GB/s as measured when the backend
+  // was made, for the cost model of swapping; 0: none measured (the host).
+  virtual double link_gbps() const { return 0; }
 };
 
 // Plain loops for every op: the oracle.

@@ -102,6 +102,9 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   MEMFIT_ASSIGN_OR_RETURN(step.techniques, resolve_techniques(spec));
   const Techniques& t = step.techniques;
   MEMFIT_ASSIGN_OR_RETURN(step.backend, make_backend(spec.backend, spec.threads));
+  // Without --link-gbps, the swap policies and the prediction take the
+  // device's measured host link (the cuda backend's; none on the host).
+  if (step.spec.link_gbps == 0) step.spec.link_gbps = step.backend->link_gbps();
   const UpdateMode mode = spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
   // A step graph in `mode`, its gradient sums fused and its layouts assigned.
   const auto laid_out = [&](UpdateMode mode, Model* model, LayoutSummary* layouts) -> Result<Graph> {
@@ -136,14 +139,14 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   step.seconds = step_cost(graph, *step.backend, t.cost);
   step.forward_seconds = graph_seconds(graph, step.seconds, true);
   const PolicyContext context{step_planner(*step.backend, t.share, band), spec.budget,
-                              spec.link_gbps, step.seconds, spec.milp_seconds};
+                              step.spec.link_gbps, step.seconds, spec.milp_seconds};
   MEMFIT_ASSIGN_OR_RETURN(step.rewritten,
                           rewrite_step_graph(std::move(graph), t, spec.tflms, context));
   if (build.comm && build.comm->size() != spec.ranks) {
     return Status::error("the step is planned for " + std::to_string(spec.ranks) +
                          " ranks but runs on " + std::to_string(build.comm->size()));
   }
-  ExecOptions exec{t.share, false, 0, spec.link_gbps, band};
+  ExecOptions exec{t.share, false, 0, step.spec.link_gbps, band};
   ExecOptions apply_exec = exec;
   if (spec.ranks > 1) {
     const auto bucket_bytes = static_cast<size_t>(spec.bucket_mb * 1e6);

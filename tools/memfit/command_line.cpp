@@ -198,7 +198,8 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
             "triggered --swap-lb..--swap-ub nodes ahead); default none");
   cmd->add_option("--link-gbps", spec.link_gbps,
                   "bandwidth of the host link in GB/s: the copy engine runs no faster, and the "
-                  "swap policies plan with it (0: unlimited, planned as 10)")
+                  "swap policies plan with it (0: on --backend cuda the link measured when it "
+                  "starts, else unlimited and planned as 10)")
       ->check(kNonNegative);
   TflmsOptions& o = spec.tflms;
   cmd->add_option("--swap-n-tensors", o.n_tensors,

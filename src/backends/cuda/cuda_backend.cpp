@@ -19,8 +19,8 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(cuda::DeviceInfo info, std::shared_ptr<const cuda::Context> context)
-      : info_(std::move(info)), context_(std::move(context)) {}
+  CudaBackend(cuda::DeviceInfo info, std::shared_ptr<const cuda::Context> context, double link_gbps)
+      : info_(std::move(info)), context_(std::move(context)), link_gbps_(link_gbps) {}
   std::string_view name() const override { return "cuda"; }
   bool supports(const Graph& graph, const Node& node) const override {
     return cuda::has_kernel(graph, node);
@@ -34,10 +34,12 @@ class CudaBackend final : public Backend {
            info_.name;
   }
   std::shared_ptr<const Device> device() const override { return context_->device; }
+  double link_gbps() const override { return link_gbps_; }
 
  private:
   cuda::DeviceInfo info_;
   std::shared_ptr<const cuda::Context> context_;
+  double link_gbps_;
 };
 
 }  // namespace
@@ -66,7 +68,10 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   // cuBLAS's guidance for the workspace of its products: 32 MiB on Hopper
   // and newer, 4 MiB before; the plan places it under every product node.
   context->blas_workspace_bytes = info->major >= 9 ? size_t{32} << 20 : size_t{4} << 20;
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(*info, std::move(context)));
+  // The host link, pinned memory to the device and back: what a swap copy gets.
+  MEMFIT_ASSIGN_OR_RETURN(const double link_gbps, cuda::measure_link_gbps(size_t{64} << 20, 2));
+  return std::unique_ptr<Backend>(
+      std::make_unique<CudaBackend>(*info, std::move(context), link_gbps));
 #else
   return info.status();
 #endif
