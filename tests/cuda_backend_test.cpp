@@ -1,4 +1,5 @@
-// The cuda backend on a GPU (skipped without one, saying why): a step of
+// Which ops the cuda backend has kernels for (wherever it is built), and the
+// backend on a GPU (skipped without one, saying why): a step of
 // the mlp (linear, relu, dropout, cross-entropy, reductions, SGD and AdamW)
 // matches the cpu backend's within float tolerance, runs the same bits
 // twice, peaks at exactly the planned arena, and gives the same bits with
@@ -11,6 +12,8 @@
 #include <cmath>
 #include <string>
 
+#include "backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -43,6 +46,52 @@ void expect_close_steps(const testing::StepRun& expected, const testing::StepRun
       far += std::abs(data[i] - (*other)[i]) > 1e-4 + 1e-3 * std::abs(data[i]);
     EXPECT_EQ(far, 0u) << what << ": " << name;
   }
+}
+
+// The ops the cuda backend has kernels for, as README.md lists them: each
+// op's examples (which has_kernel answers without a GPU).
+TEST(CudaKernels, CoverTheListedOps) {
+  if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+  std::vector<std::string> covered;
+  for (OpKind op : testing::all_ops()) {
+    const auto examples = op_info(op).examples();
+    bool any = false;
+    for (const OpExample& example : examples) {
+      const Graph graph = testing::single_node_graph(op, example);
+      any = any || cuda::has_kernel(graph, graph.nodes()[0]);
+    }
+    if (any) covered.emplace_back(op_name(op));
+  }
+  const std::vector<std::string> listed = {"matmul",
+                                           "linear",
+                                           "relu",
+                                           "relu_grad",
+                                           "gelu",
+                                           "gelu_grad",
+                                           "tanh",
+                                           "tanh_grad",
+                                           "sigmoid",
+                                           "sigmoid_grad",
+                                           "add",
+                                           "sub",
+                                           "mul",
+                                           "scale",
+                                           "reshape",
+                                           "dropout",
+                                           "softmax",
+                                           "softmax_grad",
+                                           "log_softmax",
+                                           "log_softmax_grad",
+                                           "softmax_cross_entropy",
+                                           "softmax_cross_entropy_grad",
+                                           "reduce_sum",
+                                           "reduce_mean",
+                                           "fill",
+                                           "sgd_update",
+                                           "adamw_update",
+                                           "linear_relu"};
+  EXPECT_EQ(covered, listed);
+  EXPECT_EQ(testing::all_ops().size(), 83u);
 }
 
 TEST(CudaBackend, MlpStepMatchesTheCpu) {

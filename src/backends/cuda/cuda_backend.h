@@ -1,7 +1,8 @@
 // The cuda backend (--backend cuda): cuBLAS and memfit's own kernels on an
 // NVIDIA GPU, in the planned device arena (cuda_device.h: make_gpu_device).
-// So far it has kernels for the ops of the mlp model (cuda_kernels.h); the
-// executor refuses a graph with any other op, naming it.
+// So far it has kernels for some ops, the mlp model's among them
+// (cuda_kernels.h: has_kernel); the executor refuses a graph with any other
+// op, naming it.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
 // memfit's elementwise CUDA kernels (cuda_launch.h): fill, the tail of
-// linear and matmul, relu's gradient, dropout and the optimizers' updates.
+// linear and matmul, dropout and the optimizers' updates.
 // Grid-stride loops: any count runs on a bounded grid.
 #include <cuda_runtime.h>
 
@@ -35,10 +35,6 @@ __global__ void bias_add_relu_kernel(float* y, const float* bias, const float* a
     if (add != nullptr) value += add[i];
     y[i] = relu ? fmaxf(value, 0.0f) : value;
   }
-}
-
-__global__ void relu_grad_kernel(const float* dy, const float* y, float* dx, int64_t count) {
-  MEMFIT_FOR_EACH(i, count) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 __global__ void dropout_kernel(const float* x, float* y, int64_t count, float p, uint64_t seed,
@@ -88,10 +84,6 @@ void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t
                           int64_t columns, bool relu, void* stream) {
   bias_add_relu_kernel<<<blocks_for(rows * columns), kThreads, 0, as_stream(stream)>>>(
       y, bias, add, rows, columns, relu);
-}
-
-void launch_relu_grad(const float* dy, const float* y, float* dx, int64_t count, void* stream) {
-  relu_grad_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(dy, y, dx, count);
 }
 
 void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed, uint64_t step,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cublas_library.h"
@@ -68,16 +69,60 @@ class CopyKernel final : public CudaKernel {
   size_t bytes_;
 };
 
-class ReluGradKernel final : public CudaKernel {
+class UnaryKernel final : public CudaKernel {
  public:
-  ReluGradKernel(ContextPtr context, int64_t count)
-      : CudaKernel(std::move(context)), count_(count) {}
+  UnaryKernel(ContextPtr context, Unary op, int64_t count, double alpha)
+      : CudaKernel(std::move(context)), op_(op), count_(count), alpha_(alpha) {}
   void run(const KernelArgs& args) override {
-    launch_relu_grad(in(args, 0), in(args, 1), out(args, 0), count_, stream());
+    launch_unary(op_, in(args, 0), out(args, 0), count_, alpha_, stream());
   }
 
  private:
+  Unary op_;
   int64_t count_;
+  double alpha_;
+};
+
+class UnaryGradKernel final : public CudaKernel {
+ public:
+  UnaryGradKernel(ContextPtr context, UnaryGrad op, int64_t count)
+      : CudaKernel(std::move(context)), op_(op), count_(count) {}
+  void run(const KernelArgs& args) override {
+    launch_unary_grad(op_, in(args, 0), in(args, 1), out(args, 0), count_, stream());
+  }
+
+ private:
+  UnaryGrad op_;
+  int64_t count_;
+};
+
+class BinaryKernel final : public CudaKernel {
+ public:
+  BinaryKernel(ContextPtr context, Binary op, BroadcastShape shape)
+      : CudaKernel(std::move(context)), op_(op), shape_(shape) {}
+  void run(const KernelArgs& args) override {
+    launch_binary(op_, in(args, 0), in(args, 1), out(args, 0), shape_, stream());
+  }
+
+ private:
+  Binary op_;
+  BroadcastShape shape_;
+};
+
+// softmax, log_softmax and their gradients along one axis.
+class RowsKernel final : public CudaKernel {
+ public:
+  RowsKernel(ContextPtr context, RowOp op, int64_t outer, int64_t len, int64_t inner)
+      : CudaKernel(std::move(context)), op_(op), outer_(outer), len_(len), inner_(inner) {}
+  void run(const KernelArgs& args) override {
+    const bool gradient = op_ == RowOp::softmax_grad || op_ == RowOp::log_softmax_grad;
+    launch_rows(op_, in(args, 0), gradient ? in(args, 1) : nullptr, out(args, 0), outer_, len_,
+                inner_, stream());
+  }
+
+ private:
+  RowOp op_;
+  int64_t outer_, len_, inner_;
 };
 
 class DropoutKernel final : public CudaKernel {
@@ -276,6 +321,24 @@ ReduceShape reduce_shape(const memfit::Shape& x, const std::vector<int64_t>& axe
   return r;
 }
 
+// a's and b's strides in y's shape, NumPy's broadcasting (ref_util.h).
+BroadcastShape broadcast_shape(const memfit::Shape& a, const memfit::Shape& b,
+                               const memfit::Shape& y) {
+  BroadcastShape shape;
+  shape.rank = static_cast<int>(y.size());
+  for (size_t d = 0; d < y.size(); ++d) shape.sizes[d] = y[d];
+  for (const auto& [in, strides] :
+       {std::pair{&a, shape.a_strides}, std::pair{&b, shape.b_strides}}) {
+    const size_t lead = y.size() - in->size();
+    int64_t stride = 1;
+    for (size_t d = in->size(); d-- > 0;) {
+      strides[lead + d] = (*in)[d] == 1 ? 0 : stride;
+      stride *= (*in)[d];
+    }
+  }
+  return shape;
+}
+
 bool all_f32(const Graph& graph, const Node& node, int i32_input = -1) {
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const DType want = static_cast<int>(i) == i32_input ? DType::i32 : DType::f32;
@@ -302,7 +365,19 @@ bool has_kernel(const Graph& graph, const Node& node) {
   if (!plain(graph, node)) return false;
   switch (node.op) {
     case OpKind::fill:
+    case OpKind::relu:
+    case OpKind::gelu:
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::scale:
     case OpKind::relu_grad:
+    case OpKind::gelu_grad:
+    case OpKind::tanh_grad:
+    case OpKind::sigmoid_grad:
+    case OpKind::softmax:
+    case OpKind::softmax_grad:
+    case OpKind::log_softmax:
+    case OpKind::log_softmax_grad:
     case OpKind::dropout:
     case OpKind::sgd_update:
     case OpKind::adamw_update:
@@ -314,6 +389,10 @@ bool has_kernel(const Graph& graph, const Node& node) {
     case OpKind::reduce_sum:
     case OpKind::reduce_mean:
       return all_f32(graph, node) && shape_of(graph, node.inputs[0]).size() <= kMaxDims;
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::mul:
+      return all_f32(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
     case OpKind::reshape:
       return true;
     case OpKind::softmax_cross_entropy:
@@ -339,9 +418,59 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
     case OpKind::reshape:
       kernel = std::make_unique<CopyKernel>(context, graph.value(node.outputs[0]).bytes());
       break;
-    case OpKind::relu_grad:
-      kernel = std::make_unique<ReluGradKernel>(context, count);
+    case OpKind::relu:
+    case OpKind::gelu:
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::scale: {
+      const Unary op = node.op == OpKind::relu      ? Unary::relu
+                       : node.op == OpKind::gelu    ? Unary::gelu
+                       : node.op == OpKind::tanh    ? Unary::tanh
+                       : node.op == OpKind::sigmoid ? Unary::sigmoid
+                                                    : Unary::scale;
+      const double alpha = op == Unary::scale ? std::get<ScaleAttrs>(node.attrs).alpha : 0.0;
+      kernel = std::make_unique<UnaryKernel>(context, op, count, alpha);
       break;
+    }
+    case OpKind::relu_grad:
+    case OpKind::gelu_grad:
+    case OpKind::tanh_grad:
+    case OpKind::sigmoid_grad: {
+      const UnaryGrad op = node.op == OpKind::relu_grad   ? UnaryGrad::relu
+                           : node.op == OpKind::gelu_grad ? UnaryGrad::gelu
+                           : node.op == OpKind::tanh_grad ? UnaryGrad::tanh
+                                                          : UnaryGrad::sigmoid;
+      kernel = std::make_unique<UnaryGradKernel>(context, op, count);
+      break;
+    }
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::mul: {
+      const Binary op = node.op == OpKind::add   ? Binary::add
+                        : node.op == OpKind::sub ? Binary::sub
+                                                 : Binary::mul;
+      kernel = std::make_unique<BinaryKernel>(
+          context, op,
+          broadcast_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.inputs[1]),
+                          shape_of(graph, node.outputs[0])));
+      break;
+    }
+    case OpKind::softmax:
+    case OpKind::softmax_grad:
+    case OpKind::log_softmax:
+    case OpKind::log_softmax_grad: {
+      const RowOp op = node.op == OpKind::softmax        ? RowOp::softmax
+                       : node.op == OpKind::softmax_grad ? RowOp::softmax_grad
+                       : node.op == OpKind::log_softmax  ? RowOp::log_softmax
+                                                         : RowOp::log_softmax_grad;
+      const memfit::Shape& x = shape_of(graph, node.inputs[0]);
+      const auto axis = static_cast<size_t>(std::get<AxisAttrs>(node.attrs).axis);
+      int64_t outer = 1, inner = 1;
+      for (size_t d = 0; d < axis; ++d) outer *= x[d];
+      for (size_t d = axis + 1; d < x.size(); ++d) inner *= x[d];
+      kernel = std::make_unique<RowsKernel>(context, op, outer, x[axis], inner);
+      break;
+    }
     case OpKind::dropout:
       kernel = std::make_unique<DropoutKernel>(context, count, std::get<DropoutAttrs>(node.attrs));
       break;

@@ -24,8 +24,32 @@ void launch_fill(float* y, int64_t count, float value, void* stream);
 void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t rows,
                           int64_t columns, bool relu, void* stream);
 
-// dx = y > 0 ? dy : 0.
-void launch_relu_grad(const float* dy, const float* y, float* dx, int64_t count, void* stream);
+// y = f(x): relu, gelu (x Phi(x)), tanh, sigmoid, scale (alpha x).
+enum class Unary { relu, gelu, tanh, sigmoid, scale };
+void launch_unary(Unary op, const float* x, float* y, int64_t count, double alpha, void* stream);
+
+// dx = f(dy, other), other being y (relu, tanh, sigmoid) or x (gelu).
+enum class UnaryGrad { relu, gelu, tanh, sigmoid };
+void launch_unary_grad(UnaryGrad op, const float* dy, const float* other, float* dx, int64_t count,
+                       void* stream);
+
+// y = a op b, a and b broadcast to y's shape: element i of y reads a and b at
+// the offsets their strides (0 along a broadcast dimension) give.
+enum class Binary { add, sub, mul };
+struct BroadcastShape {
+  int rank = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t a_strides[kMaxDims] = {}, b_strides[kMaxDims] = {};
+};
+void launch_binary(Binary op, const float* a, const float* b, float* y, const BroadcastShape& shape,
+                   void* stream);
+
+// Along one axis of a tensor viewed as (outer, len, inner): softmax (x),
+// its gradient (dy, y), log_softmax (x) and its gradient (dy, y); out may
+// be the first input. One block per row, sums in double in a fixed order.
+enum class RowOp { softmax, softmax_grad, log_softmax, log_softmax_grad };
+void launch_rows(RowOp op, const float* first, const float* second, float* out, int64_t outer,
+                 int64_t len, int64_t inner, void* stream);
 
 // y = keep ? x / (1 - p) : 0, keep drawn by dropout_keeps(seed, step, key, i, p)
 // (src/core/random.h): the mask bits of every backend.

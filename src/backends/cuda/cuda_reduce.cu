@@ -118,7 +118,49 @@ __global__ void cross_entropy_grad_kernel(const float* dloss, const float* logit
   }
 }
 
+// One row of (outer, len, inner) per block: element j at first + j * inner.
+__global__ void rows_kernel(RowOp op, const float* x, const float* y, float* out, int64_t len,
+                            int64_t inner) {
+  __shared__ double shared[kThreads];
+  const int64_t first = blockIdx.x / inner * len * inner + blockIdx.x % inner;
+  if (op == RowOp::softmax || op == RowOp::log_softmax) {
+    double max = -INFINITY;
+    for (int64_t j = threadIdx.x; j < len; j += kThreads)
+      max = fmax(max, static_cast<double>(x[first + j * inner]));
+    max = block_max(max, shared);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < len; j += kThreads) sum += exp(x[first + j * inner] - max);
+    sum = block_sum(sum, shared);
+    const double log_sum_exp = max + log(sum);
+    for (int64_t j = threadIdx.x; j < len; j += kThreads) {
+      const int64_t at = first + j * inner;
+      out[at] =
+          static_cast<float>(op == RowOp::softmax ? exp(x[at] - max) / sum : x[at] - log_sum_exp);
+    }
+    return;
+  }
+  // Gradients: x is dy. softmax: dx = y (dy - sum dy y); log_softmax: dx = dy - exp(y) sum dy.
+  double reduced = 0.0;
+  for (int64_t j = threadIdx.x; j < len; j += kThreads) {
+    const int64_t at = first + j * inner;
+    reduced += op == RowOp::softmax_grad ? static_cast<double>(x[at]) * y[at] : x[at];
+  }
+  reduced = block_sum(reduced, shared);
+  for (int64_t j = threadIdx.x; j < len; j += kThreads) {
+    const int64_t at = first + j * inner;
+    out[at] = static_cast<float>(op == RowOp::softmax_grad
+                                     ? y[at] * (x[at] - reduced)
+                                     : x[at] - exp(static_cast<double>(y[at])) * reduced);
+  }
+}
+
 }  // namespace
+
+void launch_rows(RowOp op, const float* first, const float* second, float* out, int64_t outer,
+                 int64_t len, int64_t inner, void* stream) {
+  rows_kernel<<<static_cast<unsigned>(outer * inner), kThreads, 0, as_stream(stream)>>>(
+      op, first, second, out, len, inner);
+}
 
 void launch_reduce_sum(const float* x, float* y, const ReduceShape& shape, double scale,
                        void* stream) {
