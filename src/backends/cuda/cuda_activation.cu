@@ -3,24 +3,11 @@
 // rounded once, as the reference kernels.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
+#include "backends/cuda/cuda_grid.cuh"
 #include "backends/cuda/cuda_launch.h"
 
 namespace memfit::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t count) {
-  return static_cast<int>(std::clamp<int64_t>((count + kThreads - 1) / kThreads, 1, 65535 * 16));
-}
-
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
-
-#define MEMFIT_FOR_EACH(i, count)                                                            \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __device__ double normal_cdf(double x) { return 0.5 * (1.0 + erf(x / 1.4142135623730951)); }
 __device__ double normal_pdf(double x) { return exp(-0.5 * x * x) / 2.5066282746310002; }

@@ -9,6 +9,8 @@
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <cudnn_version.h>
+
+#include "backends/cuda/cuda_call.h"
 #endif
 
 namespace memfit::cuda {
@@ -39,16 +41,6 @@ Result<double> measure_link_gbps(size_t, int) { return not_built(); }
 #else
 
 namespace {
-
-Status failed(const char* call, cudaError_t error) {
-  return Status::error(std::string(call) + ": " + cudaGetErrorString(error));
-}
-
-#define MEMFIT_CUDA_CALL(call)                                   \
-  do {                                                           \
-    if (const cudaError_t error_ = (call); error_ != cudaSuccess) \
-      return failed(#call, error_);                              \
-  } while (0)
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 cudaEvent_t as_event(void* event) { return static_cast<cudaEvent_t>(event); }

@@ -3,25 +3,12 @@
 // Grid-stride loops: any count runs on a bounded grid.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
+#include "backends/cuda/cuda_grid.cuh"
 #include "backends/cuda/cuda_launch.h"
 #include "core/random.h"
 
 namespace memfit::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-int blocks_for(int64_t count) {
-  return static_cast<int>(std::clamp<int64_t>((count + kThreads - 1) / kThreads, 1, 65535 * 16));
-}
-
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
-
-#define MEMFIT_FOR_EACH(i, count)                                                            \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __global__ void fill_kernel(float* y, int64_t count, float value) {
   MEMFIT_FOR_EACH(i, count) y[i] = value;

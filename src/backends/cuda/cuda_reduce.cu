@@ -7,14 +7,11 @@
 
 #include <cmath>
 
+#include "backends/cuda/cuda_grid.cuh"
 #include "backends/cuda/cuda_launch.h"
 
 namespace memfit::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 // The block's sum of every thread's `value`, in a fixed tree; every thread
 // gets it.

@@ -10,6 +10,8 @@
 
 #ifdef MEMFIT_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "backends/cuda/cuda_call.h"
 #endif
 
 namespace memfit::cuda {
@@ -25,15 +27,6 @@ void* compute_stream(const Device&) { return nullptr; }
 #else
 
 namespace {
-
-Status failed(const char* call, cudaError_t error) {
-  return Status::error(std::string(call) + ": " + cudaGetErrorString(error));
-}
-
-#define MEMFIT_CUDA_CALL(call)                                                                  \
-  do {                                                                                          \
-    if (const cudaError_t error_ = (call); error_ != cudaSuccess) return failed(#call, error_); \
-  } while (0)
 
 // The swap copies of one GPU, on a stream of their own. A copy first waits
 // for the compute stream (it may read what a kernel just wrote); wait() makes
