@@ -26,9 +26,11 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "${programs[@]}" "$stage/bin/"
-# Every library the programs load, but glibc's (the GPU machine's own are newer).
+# Every library the programs load, but glibc's (the GPU machine's own are
+# newer) and cuDNN's dispatcher (it opens engines of its own version: the
+# GPU machine's cuDNN comes whole).
 ldd "${programs[@]}" | awk '/=> \// {print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64)\.so' |
+  grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libcudnn)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cat > "$stage/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -37,7 +39,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: run.sh OUTDIR}
 mkdir -p "$out"
-# cuBLAS (opened with dlopen): the toolkit's, or a pip wheel's.
+# cuBLAS (opened with dlopen) and cuDNN: the toolkit's, or pip wheels'.
 cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   /opt/*/.venv/lib/python3*/site-packages/nvidia/cu*/lib 2>/dev/null | tr '\n' ':')
 export LD_LIBRARY_PATH="$here/lib:$cublas${LD_LIBRARY_PATH:-}"

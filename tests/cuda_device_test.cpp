@@ -3,22 +3,23 @@
 // stream that come back bit for bit, the link's bandwidth; and what
 // --backend cuda says. Without a GPU (or without CUDA in the build) the
 // device tests skip, saying why; the message tests run everywhere.
+#include "backends/cuda/cuda_device.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_device.h"
 #include "memfit/plan.h"
 
 namespace memfit {
 namespace {
 
 // Skips the test unless this build has CUDA and the machine a GPU.
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";      \
+#define REQUIRE_GPU()                                                              \
+  do {                                                                             \
+    if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";            \
     if (auto probe = cuda::device_info(); !probe) GTEST_SKIP() << probe.message(); \
   } while (0)
 
@@ -60,7 +61,7 @@ TEST(CudaDevice, MeasuresTheLink) {
   REQUIRE_GPU();
   auto gbps = cuda::measure_link_gbps(size_t{32} << 20, 2);
   ASSERT_TRUE(gbps) << gbps.message();
-  EXPECT_GT(*gbps, 0.5);    // slower than any PCIe link memfit would run on
+  EXPECT_GT(*gbps, 0.5);     // slower than any PCIe link memfit would run on
   EXPECT_LT(*gbps, 2000.0);  // faster than any link there is: a timing error
 }
 
@@ -76,7 +77,7 @@ TEST(CudaDevice, BuffersMove) {
 
 // --backend cuda is refused with what to do: rebuild with CUDA, or find a
 // GPU; on a GPU, a model with an op it has no kernel for yet (lenet's
-// convolutions) is refused, naming the op.
+// max pooling) is refused, naming the op.
 TEST(CudaBackend, SaysWhatItNeeds) {
   auto backend = make_cuda_backend();
   PlanRequest request;
@@ -85,7 +86,8 @@ TEST(CudaBackend, SaysWhatItNeeds) {
   auto plan = plan_training_step(request);
   ASSERT_FALSE(plan);
   if (backend) {
-    EXPECT_NE(plan.message().find("the cuda backend has no kernel for conv2d"), std::string::npos)
+    EXPECT_NE(plan.message().find("the cuda backend has no kernel for max_pool2d"),
+              std::string::npos)
         << plan.message();
     return;
   }

@@ -10,6 +10,7 @@
 
 #ifdef MEMFIT_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #endif
 
 namespace memfit {
@@ -65,6 +66,12 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   }
   context->blas = blas;
   cublas->set_stream(blas, static_cast<cudaStream_t>(context->stream));
+  cudnnHandle_t dnn = nullptr;
+  if (const cudnnStatus_t s = cudnnCreate(&dnn); s != CUDNN_STATUS_SUCCESS) {
+    return Status::error(std::string("--backend cuda: cudnnCreate: ") + cudnnGetErrorString(s));
+  }
+  context->dnn = dnn;
+  cudnnSetStream(dnn, static_cast<cudaStream_t>(context->stream));
   // cuBLAS's guidance for the workspace of its products: 32 MiB on Hopper
   // and newer, 4 MiB before; the plan places it under every product node.
   context->blas_workspace_bytes = info->major >= 9 ? size_t{32} << 20 : size_t{4} << 20;

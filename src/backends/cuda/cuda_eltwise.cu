@@ -14,11 +14,11 @@ __global__ void fill_kernel(float* y, int64_t count, float value) {
   MEMFIT_FOR_EACH(i, count) y[i] = value;
 }
 
-__global__ void bias_add_relu_kernel(float* y, const float* bias, const float* add, int64_t rows,
-                                     int64_t columns, bool relu) {
-  MEMFIT_FOR_EACH(i, rows * columns) {
+__global__ void bias_add_relu_kernel(float* y, const float* bias, const float* add, int64_t count,
+                                     int64_t channels, int64_t inner, bool relu) {
+  MEMFIT_FOR_EACH(i, count) {
     float value = y[i];
-    if (bias != nullptr) value += bias[i % columns];
+    if (bias != nullptr) value += bias[i / inner % channels];
     if (add != nullptr) value += add[i];
     y[i] = relu ? fmaxf(value, 0.0f) : value;
   }
@@ -67,10 +67,10 @@ void launch_fill(float* y, int64_t count, float value, void* stream) {
   fill_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(y, count, value);
 }
 
-void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t rows,
-                          int64_t columns, bool relu, void* stream) {
-  bias_add_relu_kernel<<<blocks_for(rows * columns), kThreads, 0, as_stream(stream)>>>(
-      y, bias, add, rows, columns, relu);
+void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t count,
+                          int64_t channels, int64_t inner, bool relu, void* stream) {
+  bias_add_relu_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(
+      y, bias, add, count, channels, inner, relu);
 }
 
 void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed, uint64_t step,

@@ -6,6 +6,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@ namespace memfit::cuda {
 
 Context::~Context() {
   if (blas != nullptr) (*cublas_library())->destroy(static_cast<cublasHandle_t>(blas));
+  if (dnn != nullptr) cudnnDestroy(static_cast<cudnnHandle_t>(dnn));
 }
 
 namespace {
@@ -260,9 +262,9 @@ class ProductKernel final : public CudaKernel {
                                  in(args, 0), shape_.trans_a ? n : k, shape_.m * shape_.k, &beta, y,
                                  m, shape_.m * shape_.n, static_cast<int>(shape_.batch));
     if (shape_.bias >= 0 || shape_.relu) {
-      launch_bias_add_relu(y,
-                           shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr,
-                           nullptr, shape_.batch * shape_.m, shape_.n, shape_.relu, stream());
+      launch_bias_add_relu(
+          y, shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr, nullptr,
+          shape_.batch * shape_.m * shape_.n, shape_.n, 1, shape_.relu, stream());
     }
   }
 
@@ -363,6 +365,7 @@ bool plain(const Graph& graph, const Node& node) {
 
 bool has_kernel(const Graph& graph, const Node& node) {
   if (!plain(graph, node)) return false;
+  if (conv_has_kernel(graph, node)) return true;
   switch (node.op) {
     case OpKind::fill:
     case OpKind::relu:
@@ -409,6 +412,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
   if (!has_kernel(graph, node)) {
     return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
   }
+  if (conv_has_kernel(graph, node)) return make_conv_kernel(graph, node, std::move(context));
   const int64_t count = graph.value(node.outputs[0]).elements();
   std::unique_ptr<Kernel> kernel;
   switch (node.op) {

@@ -1,5 +1,6 @@
 // The cuda backend's kernels: cuBLAS for the products (matmul, linear,
-// linear_relu), memfit's own kernels (cuda_launch.h) for the rest. Each
+// linear_relu), cuDNN for the 2-D convolutions (cudnn_conv.cpp), memfit's
+// own kernels (cuda_launch.h) for the rest. Each
 // kernel launches on the device's compute stream and returns at once.
 #pragma once
 
@@ -11,13 +12,14 @@
 namespace memfit::cuda {
 
 // What every kernel of one backend shares: the device, its compute stream,
-// the cuBLAS handle bound to that stream (created by the backend, destroyed
-// with the last kernel or backend that holds it), and how large a workspace
-// cuBLAS asks for on this GPU.
+// the cuBLAS and cuDNN handles bound to that stream (created by the
+// backend, destroyed with the last kernel or backend that holds them), and
+// how large a workspace cuBLAS asks for on this GPU.
 struct Context {
   std::shared_ptr<const Device> device;
   void* stream = nullptr;  // cudaStream_t
   void* blas = nullptr;    // cublasHandle_t
+  void* dnn = nullptr;     // cudnnHandle_t
   size_t blas_workspace_bytes = 0;
   Context() = default;
   Context(const Context&) = delete;
@@ -30,5 +32,12 @@ bool has_kernel(const Graph& graph, const Node& node);
 // The kernel of `node` (has_kernel must hold).
 Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
                                             std::shared_ptr<const Context> context);
+
+// The convolutions' part of the two (cudnn_conv.cpp); make_conv_kernel asks
+// cuDNN for the algorithm and its workspace, an error when none is
+// deterministic.
+bool conv_has_kernel(const Graph& graph, const Node& node);
+Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node& node,
+                                                 std::shared_ptr<const Context> context);
 
 }  // namespace memfit::cuda

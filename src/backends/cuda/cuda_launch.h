@@ -17,12 +17,12 @@ inline constexpr int kMaxDims = 8;
 // y[i] = value.
 void launch_fill(float* y, int64_t count, float value, void* stream);
 
-// Rows of `columns` elements: y[r, c] += bias[c] (when bias), then y += add
-// (when add, of y's shape; it may be y only when there is no bias), then
-// y = max(y, 0) (when relu). The tail of linear and matmul after cuBLAS's
-// product.
-void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t rows,
-                          int64_t columns, bool relu, void* stream);
+// y (count elements, viewed as (outer, channels, inner)): y += bias[channel]
+// (when bias), then y += add (when add, of y's shape), then y = max(y, 0)
+// (when relu). The tail of the products after cuBLAS (inner 1: a bias per
+// column) and of the convolutions after cuDNN (inner H W).
+void launch_bias_add_relu(float* y, const float* bias, const float* add, int64_t count,
+                          int64_t channels, int64_t inner, bool relu, void* stream);
 
 // y = f(x): relu, gelu (x Phi(x)), tanh, sigmoid, scale (alpha x).
 enum class Unary { relu, gelu, tanh, sigmoid, scale };
