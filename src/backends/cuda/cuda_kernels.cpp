@@ -1,5 +1,7 @@
-// The cuda backend's kernels (cuda_kernels.h). Shapes, attributes and the
-// launch parameters are fixed when a kernel is made; run() only launches.
+// The cuda backend's kernels (cuda_kernels.h) but the products
+// (cublas_product.cpp) and the convolutions (cudnn_conv.cpp). Shapes,
+// attributes and the launch parameters are fixed when a kernel is made;
+// run() only launches.
 #include "backends/cuda/cuda_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
@@ -220,87 +222,7 @@ class AdamWKernel final : public CudaKernel {
   AdamWAttrs attrs_;
 };
 
-// y = a b (+ c) for matmul (batched, b shared when 2-D), y = x w^T (+ bias)
-// (+ c) (then relu) for linear and linear_relu: cuBLAS's product in its
-// planned workspace, then the bias and relu by launch_bias_add_relu. memfit
-// is row-major and cuBLAS column-major: y^T = b^T a^T, so cuBLAS computes
-// with the operands swapped.
-class ProductKernel final : public CudaKernel {
- public:
-  struct Shape {
-    int64_t batch = 1, m = 0, n = 0, k = 0;
-    bool trans_a = false, trans_b = false;
-    int64_t b_batch_stride = 0;
-    int bias = -1, add = -1;  // the inputs that hold them, or -1
-    bool relu = false;
-  };
-  ProductKernel(ContextPtr context, Shape shape) : CudaKernel(std::move(context)), shape_(shape) {}
-  size_t workspace_bytes() const override { return context().blas_workspace_bytes; }
-  void run(const KernelArgs& args) override {
-    auto blas = static_cast<cublasHandle_t>(context().blas);
-    const CublasLibrary& cublas = **cublas_library();  // opened: the backend made the handle
-    const auto s = static_cast<cudaStream_t>(stream());
-    float* y = out(args, 0);
-    float beta = 0.0f;
-    if (shape_.add >= 0) {
-      // The product goes onto c: y starts as c.
-      const float* c = in(args, static_cast<size_t>(shape_.add));
-      if (c != y) {
-        cudaMemcpyAsync(y, c,
-                        static_cast<size_t>(shape_.batch * shape_.m * shape_.n) * sizeof(float),
-                        cudaMemcpyDeviceToDevice, s);
-      }
-      beta = 1.0f;
-    }
-    cublas.set_workspace(blas, args.workspace, workspace_bytes());
-    const float alpha = 1.0f;
-    const int m = static_cast<int>(shape_.n), n = static_cast<int>(shape_.m),
-              k = static_cast<int>(shape_.k);
-    cublas.sgemm_strided_batched(blas, shape_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 shape_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
-                                 in(args, 1), shape_.trans_b ? k : m, shape_.b_batch_stride,
-                                 in(args, 0), shape_.trans_a ? n : k, shape_.m * shape_.k, &beta, y,
-                                 m, shape_.m * shape_.n, static_cast<int>(shape_.batch));
-    if (shape_.bias >= 0 || shape_.relu) {
-      launch_bias_add_relu(
-          y, shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr, nullptr,
-          shape_.batch * shape_.m * shape_.n, shape_.n, 1, shape_.relu, stream());
-    }
-  }
-
- private:
-  Shape shape_;
-};
-
 const memfit::Shape& shape_of(const Graph& graph, ValueId v) { return graph.value(v).type.shape; }
-
-ProductKernel::Shape product_shape(const Graph& graph, const Node& node) {
-  ProductKernel::Shape s;
-  const memfit::Shape& a = shape_of(graph, node.inputs[0]);
-  const memfit::Shape& b = shape_of(graph, node.inputs[1]);
-  if (node.op == OpKind::matmul) {
-    const auto& attrs = std::get<MatmulAttrs>(node.attrs);
-    const size_t rank = a.size();
-    s.trans_a = attrs.trans_a;
-    s.trans_b = attrs.trans_b;
-    s.m = s.trans_a ? a[rank - 1] : a[rank - 2];
-    s.k = s.trans_a ? a[rank - 2] : a[rank - 1];
-    s.n = s.trans_b ? b[b.size() - 2] : b[b.size() - 1];
-    for (size_t d = 0; d + 2 < rank; ++d) s.batch *= a[d];
-    s.b_batch_stride = b.size() == 2 ? 0 : s.k * s.n;
-    if (node.inputs.size() == 3) s.add = 2;
-    return s;
-  }
-  // linear, linear_relu: x (N, I), w (O, I), optional bias (O), c (N, O).
-  s.m = a[0];
-  s.k = a[1];
-  s.n = b[0];
-  s.trans_b = true;
-  if (node.inputs.size() >= 3) s.bias = 2;
-  if (node.inputs.size() == 4) s.add = 3;
-  s.relu = node.op == OpKind::linear_relu;
-  return s;
-}
 
 ReduceShape reduce_shape(const memfit::Shape& x, const std::vector<int64_t>& axes) {
   ReduceShape r;
@@ -508,8 +430,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
     case OpKind::matmul:
     case OpKind::linear:
     case OpKind::linear_relu:
-      kernel = std::make_unique<ProductKernel>(context, product_shape(graph, node));
-      break;
+      return make_product_kernel(graph, node, std::move(context));
     default:
       break;
   }

@@ -33,6 +33,10 @@ bool has_kernel(const Graph& graph, const Node& node);
 Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
                                             std::shared_ptr<const Context> context);
 
+// The products' kernel (cublas_product.cpp): matmul, linear, linear_relu.
+std::unique_ptr<Kernel> make_product_kernel(const Graph& graph, const Node& node,
+                                            std::shared_ptr<const Context> context);
+
 // The convolutions' part of the two (cudnn_conv.cpp); make_conv_kernel asks
 // cuDNN for the algorithm and its workspace, an error when none is
 // deterministic.
