@@ -1,10 +1,10 @@
-// Which ops the cuda backend has kernels for (wherever it is built), and the
-// backend on a GPU (skipped without one, saying why): a step of
-// the mlp (linear, relu, dropout, cross-entropy, reductions, SGD and AdamW)
-// matches the cpu backend's within float tolerance, runs the same bits
-// twice, peaks at exactly the planned arena, and gives the same bits with
-// swapping and recomputation as without; a model with ops it has no kernel
-// for yet is refused, naming the op.
+// Which ops the cuda backend has kernels for, and that every node of the
+// mlp's and lenet's steps is among them (wherever CUDA is built); and the
+// backend on a GPU (skipped without one, saying why): steps of the mlp and
+// lenet (SGD and AdamW) match the cpu backend's within float tolerance and
+// give the same bits twice; a step peaks at exactly the planned arena and
+// gives the same bits with swapping and recomputation as without; a model
+// with an op it has no kernel for yet is refused, naming the op.
 #include "backends/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "step/compile_step.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -24,8 +25,8 @@ namespace {
     if (auto probe = make_cuda_backend(); !probe) GTEST_SKIP() << probe.message(); \
   } while (0)
 
-StepSpec mlp_spec(const std::string& backend, bool adamw = false) {
-  StepSpec spec = testing::test_spec({.name = "mlp", .batch = 8});
+StepSpec mlp_spec(const std::string& backend, bool adamw = false, const char* model = "mlp") {
+  StepSpec spec = testing::test_spec({.name = model, .batch = 8});
   spec.backend = backend;
   if (adamw) spec.optimizer.kind = OptimizerConfig::Kind::adamw;
   return spec;
@@ -65,6 +66,9 @@ TEST(CudaKernels, CoverTheListedOps) {
   // clang-format off
   const std::vector<std::string> listed = {
       "matmul", "linear", "conv2d", "conv2d_grad_input", "conv2d_grad_weight",
+      "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
+      "max_pool3d", "max_pool3d_grad", "avg_pool3d", "avg_pool3d_grad",
+      "global_avg_pool", "global_avg_pool_grad",
       "relu", "relu_grad", "gelu", "gelu_grad", "tanh", "tanh_grad", "sigmoid", "sigmoid_grad",
       "add", "sub", "mul", "scale", "reshape", "dropout",
       "softmax", "softmax_grad", "log_softmax", "log_softmax_grad",
@@ -75,15 +79,38 @@ TEST(CudaKernels, CoverTheListedOps) {
   EXPECT_EQ(testing::all_ops().size(), 83u);
 }
 
-TEST(CudaBackend, MlpStepMatchesTheCpu) {
+// Every node of the mlp's and lenet's training steps (plain layouts, as the
+// cuda backend has them) has a cuda kernel: both train on a GPU.
+TEST(CudaKernels, CoverTheMlpAndLenetSteps) {
+  if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+  for (const char* model : {"mlp", "lenet"}) {
+    for (const bool adamw : {false, true}) {
+      StepSpec spec = testing::test_spec({.name = model, .batch = 4});
+      spec.blocked_layouts = false;
+      if (adamw) spec.optimizer.kind = OptimizerConfig::Kind::adamw;
+      spec.accumulate = 2;
+      auto step = compile_step(spec, {.accumulate_only = true});
+      ASSERT_TRUE(step) << step.message();
+      for (const Executable* exe : {step->apply.get(), step->accumulate_only.get()}) {
+        for (const Node& node : exe->graph().nodes()) {
+          EXPECT_TRUE(cuda::has_kernel(exe->graph(), node)) << model << ": " << node.name;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaBackend, MlpAndLenetStepsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
-  for (const bool adamw : {false, true}) {
-    const std::string what = adamw ? "mlp, adamw" : "mlp, sgd";
-    const testing::StepRun cpu = testing::run_verified_step(mlp_spec("cpu", adamw));
-    const testing::StepRun cuda = testing::run_verified_step(mlp_spec("cuda", adamw));
-    expect_close_steps(cpu, cuda, what);
-    const testing::StepRun again = testing::run_verified_step(mlp_spec("cuda", adamw));
-    testing::expect_identical_steps(cuda, again, what + ", run twice");
+  for (const char* model : {"mlp", "lenet"}) {
+    for (const bool adamw : {false, true}) {
+      const std::string what = std::string(model) + (adamw ? ", adamw" : ", sgd");
+      const testing::StepRun cpu = testing::run_verified_step(mlp_spec("cpu", adamw, model));
+      const testing::StepRun cuda = testing::run_verified_step(mlp_spec("cuda", adamw, model));
+      expect_close_steps(cpu, cuda, what);
+      const testing::StepRun again = testing::run_verified_step(mlp_spec("cuda", adamw, model));
+      testing::expect_identical_steps(cuda, again, what + ", run twice");
+    }
   }
 }
 
@@ -120,11 +147,12 @@ TEST(CudaBackend, TechniquesGiveTheSameBits) {
 
 TEST(CudaBackend, RefusesAnOpWithoutAKernel) {
   REQUIRE_CUDA_BACKEND();
-  StepSpec spec = testing::test_spec({.name = "lenet", .batch = 4});
+  StepSpec spec = testing::test_spec(
+      {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4});
   spec.backend = "cuda";
   auto program = TrainingProgram::create(spec, 2, false);
   ASSERT_FALSE(program);
-  EXPECT_NE(program.message().find("the cuda backend has no kernel for max_pool2d"),
+  EXPECT_NE(program.message().find("the cuda backend has no kernel for batch_norm"),
             std::string::npos)
       << program.message();
 }

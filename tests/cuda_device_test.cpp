@@ -76,17 +76,18 @@ TEST(CudaDevice, BuffersMove) {
 }
 
 // --backend cuda is refused with what to do: rebuild with CUDA, or find a
-// GPU; on a GPU, a model with an op it has no kernel for yet (lenet's
-// max pooling) is refused, naming the op.
+// GPU; on a GPU, a model with an op it has no kernel for yet (resnet-cifar's
+// batch norm) is refused, naming the op.
 TEST(CudaBackend, SaysWhatItNeeds) {
   auto backend = make_cuda_backend();
   PlanRequest request;
-  request.step.model = {.name = "lenet", .batch = 2};
+  request.step.model = {
+      .name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4};
   request.step.backend = "cuda";
   auto plan = plan_training_step(request);
   ASSERT_FALSE(plan);
   if (backend) {
-    EXPECT_NE(plan.message().find("the cuda backend has no kernel for max_pool2d"),
+    EXPECT_NE(plan.message().find("the cuda backend has no kernel for batch_norm"),
               std::string::npos)
         << plan.message();
     return;

@@ -177,10 +177,10 @@ grep -q "test accuracy" <<<"$out" && fail "plan --profile printed training progr
 [ $? -eq 2 ] || fail "--profile with --json is not a usage error"
 echo "ok"
 # --backend cuda is refused before anything runs, saying what it needs
-# (a CUDA build, a GPU, or, on a GPU, kernels for lenet's max pooling).
+# (a CUDA build, a GPU, or, on a GPU, kernels for resnet-cifar's batch norm).
 rc=0
-out=$("$memfit" plan --model lenet --batch 2 --backend cuda 2>&1) || rc=$?
+out=$("$memfit" plan --model resnet-cifar --batch 2 --backend cuda 2>&1) || rc=$?
 [ "$rc" = 1 ] || fail "plan --backend cuda exited $rc"
-grep -Eq "^memfit plan: (--backend cuda(: this memfit was built without CUDA| needs a GPU)|.*the cuda backend has no kernel for max_pool2d)" <<<"$out" ||
+grep -Eq "^memfit plan: (--backend cuda(: this memfit was built without CUDA| needs a GPU)|.*the cuda backend has no kernel for batch_norm)" <<<"$out" ||
   fail "plan --backend cuda said: $out"
 echo "cli_plan: cuda ok"

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -111,6 +112,26 @@ class BinaryKernel final : public CudaKernel {
  private:
   Binary op_;
   BroadcastShape shape_;
+};
+
+// Max and average pooling (2-D, 3-D, global) and their gradients.
+class PoolKernel final : public CudaKernel {
+ public:
+  PoolKernel(ContextPtr context, Pool pool, bool gradient, PoolShape shape)
+      : CudaKernel(std::move(context)), pool_(pool), gradient_(gradient), shape_(shape) {}
+  void run(const KernelArgs& args) override {
+    if (!gradient_) {
+      launch_pool(pool_, in(args, 0), out(args, 0), shape_, stream());
+    } else {
+      launch_pool_grad(pool_, in(args, 0), pool_ == Pool::max ? in(args, 1) : nullptr, out(args, 0),
+                       shape_, stream());
+    }
+  }
+
+ private:
+  Pool pool_;
+  bool gradient_;
+  PoolShape shape_;
 };
 
 // softmax, log_softmax and their gradients along one axis.
@@ -245,6 +266,34 @@ ReduceShape reduce_shape(const memfit::Shape& x, const std::vector<int64_t>& axe
   return r;
 }
 
+// The pooling of x (N, C, [D,] H, W) into y (N, C, [OD,] OH, OW) with the
+// window of `attrs` (Pool2dAttrs, Pool3dAttrs or their Grad forms).
+template <class A>
+PoolShape pool_shape(const memfit::Shape& x, const memfit::Shape& y, const A& attrs) {
+  constexpr int kSpatial = static_cast<int>(std::tuple_size_v<decltype(attrs.kernel)>);
+  PoolShape shape;
+  shape.planes = x[0] * x[1];
+  for (int i = 0; i < kSpatial; ++i) {
+    const int d = 3 - kSpatial + i;
+    shape.in[d] = x[static_cast<size_t>(2 + i)];
+    shape.out[d] = y[static_cast<size_t>(2 + i)];
+    shape.kernel[d] = attrs.kernel[static_cast<size_t>(i)];
+    shape.stride[d] = attrs.stride[static_cast<size_t>(i)];
+    shape.pad[d] = attrs.pad[static_cast<size_t>(i)];
+  }
+  shape.include_pad = attrs.include_pad;
+  return shape;
+}
+
+// Global average pooling: an average over the whole (H, W) plane.
+PoolShape global_pool_shape(const memfit::Shape& x) {
+  PoolShape shape;
+  shape.planes = x[0] * x[1];
+  shape.in[1] = shape.kernel[1] = shape.stride[1] = x[2];
+  shape.in[2] = shape.kernel[2] = shape.stride[2] = x[3];
+  return shape;
+}
+
 // a's and b's strides in y's shape, NumPy's broadcasting (ref_util.h).
 BroadcastShape broadcast_shape(const memfit::Shape& a, const memfit::Shape& b,
                                const memfit::Shape& y) {
@@ -318,6 +367,17 @@ bool has_kernel(const Graph& graph, const Node& node) {
     case OpKind::sub:
     case OpKind::mul:
       return all_f32(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
+    case OpKind::max_pool2d:
+    case OpKind::max_pool2d_grad:
+    case OpKind::avg_pool2d:
+    case OpKind::avg_pool2d_grad:
+    case OpKind::max_pool3d:
+    case OpKind::max_pool3d_grad:
+    case OpKind::avg_pool3d:
+    case OpKind::avg_pool3d_grad:
+    case OpKind::global_avg_pool:
+    case OpKind::global_avg_pool_grad:
+      return all_f32(graph, node);
     case OpKind::reshape:
       return true;
     case OpKind::softmax_cross_entropy:
@@ -381,6 +441,54 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
                           shape_of(graph, node.outputs[0])));
       break;
     }
+    case OpKind::max_pool2d:
+    case OpKind::avg_pool2d:
+      kernel = std::make_unique<PoolKernel>(
+          context, node.op == OpKind::max_pool2d ? Pool::max : Pool::average, false,
+          pool_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
+                     std::get<Pool2dAttrs>(node.attrs)));
+      break;
+    case OpKind::max_pool3d:
+    case OpKind::avg_pool3d:
+      kernel = std::make_unique<PoolKernel>(
+          context, node.op == OpKind::max_pool3d ? Pool::max : Pool::average, false,
+          pool_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
+                     std::get<Pool3dAttrs>(node.attrs)));
+      break;
+    case OpKind::max_pool2d_grad:  // (dy, x) -> dx
+      kernel = std::make_unique<PoolKernel>(
+          context, Pool::max, true,
+          pool_shape(shape_of(graph, node.inputs[1]), shape_of(graph, node.inputs[0]),
+                     std::get<Pool2dAttrs>(node.attrs)));
+      break;
+    case OpKind::max_pool3d_grad:
+      kernel = std::make_unique<PoolKernel>(
+          context, Pool::max, true,
+          pool_shape(shape_of(graph, node.inputs[1]), shape_of(graph, node.inputs[0]),
+                     std::get<Pool3dAttrs>(node.attrs)));
+      break;
+    case OpKind::avg_pool2d_grad: {  // dy -> dx of attrs.shape
+      const auto& attrs = std::get<Pool2dGradAttrs>(node.attrs);
+      kernel = std::make_unique<PoolKernel>(
+          context, Pool::average, true,
+          pool_shape(attrs.shape, shape_of(graph, node.inputs[0]), attrs));
+      break;
+    }
+    case OpKind::avg_pool3d_grad: {
+      const auto& attrs = std::get<Pool3dGradAttrs>(node.attrs);
+      kernel = std::make_unique<PoolKernel>(
+          context, Pool::average, true,
+          pool_shape(attrs.shape, shape_of(graph, node.inputs[0]), attrs));
+      break;
+    }
+    case OpKind::global_avg_pool:
+      kernel = std::make_unique<PoolKernel>(context, Pool::average, false,
+                                            global_pool_shape(shape_of(graph, node.inputs[0])));
+      break;
+    case OpKind::global_avg_pool_grad:
+      kernel = std::make_unique<PoolKernel>(context, Pool::average, true,
+                                            global_pool_shape(shape_of(graph, node.outputs[0])));
+      break;
     case OpKind::softmax:
     case OpKind::softmax_grad:
     case OpKind::log_softmax:

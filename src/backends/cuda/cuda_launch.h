@@ -56,6 +56,25 @@ void launch_rows(RowOp op, const float* first, const float* second, float* out, 
 void launch_dropout(const float* x, float* y, int64_t count, float p, uint64_t seed, uint64_t step,
                     uint64_t key, void* stream);
 
+// Pooling of `planes` (N C) volumes (D, H, W) into (OD, OH, OW), 2-D pooling
+// being D = OD = 1 with a window of depth 1; the window of output o starts
+// at o stride - pad, as ref_pool.cpp. Max: the first largest element of the
+// window (strict >); average: divided by the window's elements inside the
+// input, or by the whole window with include_pad. The gradients run one
+// thread per input element and add the outputs whose windows hold it in
+// ascending order, in double: the reference's order, without atomics.
+struct PoolShape {
+  int64_t planes = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
+  bool include_pad = false;
+};
+enum class Pool { max, average };
+void launch_pool(Pool pool, const float* x, float* y, const PoolShape& shape, void* stream);
+// max: (dy, x) -> dx; average: dy -> dx (x unused).
+void launch_pool_grad(Pool pool, const float* dy, const float* x, float* dx, const PoolShape& shape,
+                      void* stream);
+
 // The sum over the axes not kept: y[o] = sum over j of x[offset(o) + offset(j)],
 // where o runs over the kept axes (sizes kept_sizes, strides in x
 // kept_strides) and j over the reduced ones, each sum in double in a fixed
