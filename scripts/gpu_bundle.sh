@@ -10,8 +10,8 @@
 #
 # run.sh runs the CUDA tests (tests/cuda_device_test.cpp,
 # tests/cuda_backend_test.cpp and CudaMatchesReference in
-# tests/op_backend_test.cpp), then an mlp training run on --backend cuda
-# beside --backend cpu, and writes each one's output and a summary to OUTDIR.
+# tests/op_backend_test.cpp), then mlp and lenet training runs on --backend
+# cuda beside --backend cpu, and writes each one's output and a summary to OUTDIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -50,16 +50,18 @@ for t in cuda_device_test cuda_backend_test; do
   "$here/bin/$t" > "$out/$t.txt" 2>&1 || status=1
 done
 "$here/bin/op_backend_test" --gtest_filter='*CudaMatchesReference*' > "$out/op_backend_test.txt" 2>&1 || status=1
-for backend in cpu cuda; do
-  "$here/bin/memfit" train --model mlp --batch 64 --epochs 2 --synthetic --limit 4096 --backend "$backend" \
-    > "$out/train_$backend.txt" 2>&1 || status=1
+for model in mlp lenet; do
+  for backend in cpu cuda; do
+    "$here/bin/memfit" train --model "$model" --batch 64 --epochs 2 --synthetic --limit 4096 \
+      --backend "$backend" > "$out/train_${model}_$backend.txt" 2>&1 || status=1
+  done
 done
 {
   cat "$out/gpu.txt"
   for f in cuda_device_test cuda_backend_test op_backend_test; do
     echo "== $f"; grep -E '^\[==========\] .* ran|^\[  PASSED  \] [0-9]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \]' "$out/$f.txt"
   done
-  for b in cpu cuda; do echo "== train --backend $b"; tail -4 "$out/train_$b.txt"; done
+  for f in "$out"/train_*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done
 } > "$out/summary.txt"
 cat "$out/summary.txt"
 exit $status
