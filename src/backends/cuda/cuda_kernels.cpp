@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -36,211 +37,20 @@ const float* in(const KernelArgs& args, size_t i) {
 }
 float* out(const KernelArgs& args, size_t i) { return static_cast<float*>(args.outputs[i]); }
 
-// A kernel that launches on the context's stream.
-class CudaKernel : public Kernel {
+// A kernel that calls `launch` with its arguments and the context's stream;
+// the launch captures what the node fixed (shapes, attributes).
+class LaunchKernel final : public Kernel {
  public:
-  explicit CudaKernel(ContextPtr context) : context_(std::move(context)) {}
-
- protected:
-  void* stream() const { return context_->stream; }
-  const Context& context() const { return *context_; }
+  using Launch = std::function<void(const KernelArgs&, void* stream)>;
+  LaunchKernel(ContextPtr context, Launch launch, size_t workspace_bytes = 0)
+      : context_(std::move(context)), launch_(std::move(launch)), workspace_(workspace_bytes) {}
+  size_t workspace_bytes() const override { return workspace_; }
+  void run(const KernelArgs& args) override { launch_(args, context_->stream); }
 
  private:
   ContextPtr context_;
-};
-
-class FillKernel final : public CudaKernel {
- public:
-  FillKernel(ContextPtr context, int64_t count, float value)
-      : CudaKernel(std::move(context)), count_(count), value_(value) {}
-  void run(const KernelArgs& args) override { launch_fill(out(args, 0), count_, value_, stream()); }
-
- private:
-  int64_t count_;
-  float value_;
-};
-
-// reshape: the same bytes; nothing to do in place.
-class CopyKernel final : public CudaKernel {
- public:
-  CopyKernel(ContextPtr context, size_t bytes) : CudaKernel(std::move(context)), bytes_(bytes) {}
-  void run(const KernelArgs& args) override {
-    if (args.inputs[0] == args.outputs[0]) return;
-    cudaMemcpyAsync(args.outputs[0], args.inputs[0], bytes_, cudaMemcpyDeviceToDevice,
-                    static_cast<cudaStream_t>(stream()));
-  }
-
- private:
-  size_t bytes_;
-};
-
-class UnaryKernel final : public CudaKernel {
- public:
-  UnaryKernel(ContextPtr context, Unary op, int64_t count, double alpha)
-      : CudaKernel(std::move(context)), op_(op), count_(count), alpha_(alpha) {}
-  void run(const KernelArgs& args) override {
-    launch_unary(op_, in(args, 0), out(args, 0), count_, alpha_, stream());
-  }
-
- private:
-  Unary op_;
-  int64_t count_;
-  double alpha_;
-};
-
-class UnaryGradKernel final : public CudaKernel {
- public:
-  UnaryGradKernel(ContextPtr context, UnaryGrad op, int64_t count)
-      : CudaKernel(std::move(context)), op_(op), count_(count) {}
-  void run(const KernelArgs& args) override {
-    launch_unary_grad(op_, in(args, 0), in(args, 1), out(args, 0), count_, stream());
-  }
-
- private:
-  UnaryGrad op_;
-  int64_t count_;
-};
-
-class BinaryKernel final : public CudaKernel {
- public:
-  BinaryKernel(ContextPtr context, Binary op, BroadcastShape shape)
-      : CudaKernel(std::move(context)), op_(op), shape_(shape) {}
-  void run(const KernelArgs& args) override {
-    launch_binary(op_, in(args, 0), in(args, 1), out(args, 0), shape_, stream());
-  }
-
- private:
-  Binary op_;
-  BroadcastShape shape_;
-};
-
-// Max and average pooling (2-D, 3-D, global) and their gradients.
-class PoolKernel final : public CudaKernel {
- public:
-  PoolKernel(ContextPtr context, Pool pool, bool gradient, PoolShape shape)
-      : CudaKernel(std::move(context)), pool_(pool), gradient_(gradient), shape_(shape) {}
-  void run(const KernelArgs& args) override {
-    if (!gradient_) {
-      launch_pool(pool_, in(args, 0), out(args, 0), shape_, stream());
-    } else {
-      launch_pool_grad(pool_, in(args, 0), pool_ == Pool::max ? in(args, 1) : nullptr, out(args, 0),
-                       shape_, stream());
-    }
-  }
-
- private:
-  Pool pool_;
-  bool gradient_;
-  PoolShape shape_;
-};
-
-// softmax, log_softmax and their gradients along one axis.
-class RowsKernel final : public CudaKernel {
- public:
-  RowsKernel(ContextPtr context, RowOp op, int64_t outer, int64_t len, int64_t inner)
-      : CudaKernel(std::move(context)), op_(op), outer_(outer), len_(len), inner_(inner) {}
-  void run(const KernelArgs& args) override {
-    const bool gradient = op_ == RowOp::softmax_grad || op_ == RowOp::log_softmax_grad;
-    launch_rows(op_, in(args, 0), gradient ? in(args, 1) : nullptr, out(args, 0), outer_, len_,
-                inner_, stream());
-  }
-
- private:
-  RowOp op_;
-  int64_t outer_, len_, inner_;
-};
-
-class DropoutKernel final : public CudaKernel {
- public:
-  DropoutKernel(ContextPtr context, int64_t count, DropoutAttrs attrs)
-      : CudaKernel(std::move(context)), count_(count), attrs_(attrs) {}
-  void run(const KernelArgs& args) override {
-    launch_dropout(in(args, 0), out(args, 0), count_, attrs_.p, args.step.seed,
-                   static_cast<uint64_t>(args.step.micro_step), attrs_.key, stream());
-  }
-
- private:
-  int64_t count_;
-  DropoutAttrs attrs_;
-};
-
-// reduce_sum and reduce_mean (scale 1 / the reduced count).
-class ReduceKernel final : public CudaKernel {
- public:
-  ReduceKernel(ContextPtr context, ReduceShape shape, double scale)
-      : CudaKernel(std::move(context)), shape_(shape), scale_(scale) {}
-  void run(const KernelArgs& args) override {
-    launch_reduce_sum(in(args, 0), out(args, 0), shape_, scale_, stream());
-  }
-
- private:
-  ReduceShape shape_;
-  double scale_;
-};
-
-class CrossEntropyKernel final : public CudaKernel {
- public:
-  CrossEntropyKernel(ContextPtr context, int64_t rows, int64_t classes)
-      : CudaKernel(std::move(context)), rows_(rows), classes_(classes) {}
-  size_t workspace_bytes() const override { return static_cast<size_t>(rows_) * sizeof(double); }
-  void run(const KernelArgs& args) override {
-    launch_softmax_cross_entropy(in(args, 0), static_cast<const int32_t*>(args.inputs[1]),
-                                 out(args, 0), static_cast<double*>(args.workspace), rows_,
-                                 classes_, stream());
-  }
-
- private:
-  int64_t rows_, classes_;
-};
-
-class CrossEntropyGradKernel final : public CudaKernel {
- public:
-  CrossEntropyGradKernel(ContextPtr context, int64_t rows, int64_t classes)
-      : CudaKernel(std::move(context)), rows_(rows), classes_(classes) {}
-  void run(const KernelArgs& args) override {
-    launch_softmax_cross_entropy_grad(in(args, 0), in(args, 1),
-                                      static_cast<const int32_t*>(args.inputs[2]), out(args, 0),
-                                      rows_, classes_, stream());
-  }
-
- private:
-  int64_t rows_, classes_;
-};
-
-class SgdKernel final : public CudaKernel {
- public:
-  SgdKernel(ContextPtr context, int64_t count, SgdAttrs attrs)
-      : CudaKernel(std::move(context)), count_(count), attrs_(attrs) {}
-  void run(const KernelArgs& args) override {
-    const bool velocity = attrs_.momentum != 0.0f;
-    launch_sgd_update(in(args, 0), in(args, 1), velocity ? in(args, 2) : nullptr, out(args, 0),
-                      velocity ? out(args, 1) : nullptr, count_,
-                      static_cast<double>(attrs_.lr) * args.step.lr_scale, attrs_.momentum,
-                      attrs_.weight_decay, stream());
-  }
-
- private:
-  int64_t count_;
-  SgdAttrs attrs_;
-};
-
-class AdamWKernel final : public CudaKernel {
- public:
-  AdamWKernel(ContextPtr context, int64_t count, AdamWAttrs attrs)
-      : CudaKernel(std::move(context)), count_(count), attrs_(attrs) {}
-  void run(const KernelArgs& args) override {
-    const double t = static_cast<double>(args.step.optimizer_step + 1);
-    launch_adamw_update(in(args, 0), in(args, 1), in(args, 2), in(args, 3), out(args, 0),
-                        out(args, 1), out(args, 2), count_,
-                        static_cast<double>(attrs_.lr) * args.step.lr_scale, attrs_.beta1,
-                        attrs_.beta2, attrs_.eps, attrs_.weight_decay,
-                        1.0 - std::pow(static_cast<double>(attrs_.beta1), t),
-                        1.0 - std::pow(static_cast<double>(attrs_.beta2), t), stream());
-  }
-
- private:
-  int64_t count_;
-  AdamWAttrs attrs_;
+  Launch launch_;
+  size_t workspace_;
 };
 
 const memfit::Shape& shape_of(const Graph& graph, ValueId v) { return graph.value(v).type.shape; }
@@ -339,6 +149,16 @@ bool has_kernel(const Graph& graph, const Node& node) {
   if (conv_has_kernel(graph, node)) return true;
   switch (node.op) {
     case OpKind::fill:
+    case OpKind::max_pool2d:
+    case OpKind::max_pool2d_grad:
+    case OpKind::avg_pool2d:
+    case OpKind::avg_pool2d_grad:
+    case OpKind::max_pool3d:
+    case OpKind::max_pool3d_grad:
+    case OpKind::avg_pool3d:
+    case OpKind::avg_pool3d_grad:
+    case OpKind::global_avg_pool:
+    case OpKind::global_avg_pool_grad:
     case OpKind::relu:
     case OpKind::gelu:
     case OpKind::tanh:
@@ -367,17 +187,6 @@ bool has_kernel(const Graph& graph, const Node& node) {
     case OpKind::sub:
     case OpKind::mul:
       return all_f32(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
-    case OpKind::max_pool2d:
-    case OpKind::max_pool2d_grad:
-    case OpKind::avg_pool2d:
-    case OpKind::avg_pool2d_grad:
-    case OpKind::max_pool3d:
-    case OpKind::max_pool3d_grad:
-    case OpKind::avg_pool3d:
-    case OpKind::avg_pool3d_grad:
-    case OpKind::global_avg_pool:
-    case OpKind::global_avg_pool_grad:
-      return all_f32(graph, node);
     case OpKind::reshape:
       return true;
     case OpKind::softmax_cross_entropy:
@@ -395,15 +204,39 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
     return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
   }
   if (conv_has_kernel(graph, node)) return make_conv_kernel(graph, node, std::move(context));
+  if (node.op == OpKind::matmul || node.op == OpKind::linear || node.op == OpKind::linear_relu) {
+    return make_product_kernel(graph, node, std::move(context));
+  }
   const int64_t count = graph.value(node.outputs[0]).elements();
-  std::unique_ptr<Kernel> kernel;
+  const auto pool = [](Pool kind, bool gradient, const PoolShape& shape) {
+    return [kind, gradient, shape](const KernelArgs& a, void* stream) {
+      if (gradient) {
+        launch_pool_grad(kind, in(a, 0), kind == Pool::max ? in(a, 1) : nullptr, out(a, 0), shape,
+                         stream);
+      } else {
+        launch_pool(kind, in(a, 0), out(a, 0), shape, stream);
+      }
+    };
+  };
+  LaunchKernel::Launch launch;
+  size_t workspace = 0;
   switch (node.op) {
-    case OpKind::fill:
-      kernel = std::make_unique<FillKernel>(context, count, std::get<FillAttrs>(node.attrs).value);
+    case OpKind::fill: {
+      const float value = std::get<FillAttrs>(node.attrs).value;
+      launch = [count, value](const KernelArgs& a, void* stream) {
+        launch_fill(out(a, 0), count, value, stream);
+      };
       break;
-    case OpKind::reshape:
-      kernel = std::make_unique<CopyKernel>(context, graph.value(node.outputs[0]).bytes());
+    }
+    case OpKind::reshape: {  // the same bytes; nothing to do in place
+      const size_t bytes = graph.value(node.outputs[0]).bytes();
+      launch = [bytes](const KernelArgs& a, void* stream) {
+        if (a.inputs[0] == a.outputs[0]) return;
+        cudaMemcpyAsync(a.outputs[0], a.inputs[0], bytes, cudaMemcpyDeviceToDevice,
+                        static_cast<cudaStream_t>(stream));
+      };
       break;
+    }
     case OpKind::relu:
     case OpKind::gelu:
     case OpKind::tanh:
@@ -415,7 +248,9 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
                        : node.op == OpKind::sigmoid ? Unary::sigmoid
                                                     : Unary::scale;
       const double alpha = op == Unary::scale ? std::get<ScaleAttrs>(node.attrs).alpha : 0.0;
-      kernel = std::make_unique<UnaryKernel>(context, op, count, alpha);
+      launch = [op, count, alpha](const KernelArgs& a, void* stream) {
+        launch_unary(op, in(a, 0), out(a, 0), count, alpha, stream);
+      };
       break;
     }
     case OpKind::relu_grad:
@@ -426,7 +261,9 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
                            : node.op == OpKind::gelu_grad ? UnaryGrad::gelu
                            : node.op == OpKind::tanh_grad ? UnaryGrad::tanh
                                                           : UnaryGrad::sigmoid;
-      kernel = std::make_unique<UnaryGradKernel>(context, op, count);
+      launch = [op, count](const KernelArgs& a, void* stream) {
+        launch_unary_grad(op, in(a, 0), in(a, 1), out(a, 0), count, stream);
+      };
       break;
     }
     case OpKind::add:
@@ -435,59 +272,53 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
       const Binary op = node.op == OpKind::add   ? Binary::add
                         : node.op == OpKind::sub ? Binary::sub
                                                  : Binary::mul;
-      kernel = std::make_unique<BinaryKernel>(
-          context, op,
+      const BroadcastShape shape =
           broadcast_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.inputs[1]),
-                          shape_of(graph, node.outputs[0])));
+                          shape_of(graph, node.outputs[0]));
+      launch = [op, shape](const KernelArgs& a, void* stream) {
+        launch_binary(op, in(a, 0), in(a, 1), out(a, 0), shape, stream);
+      };
       break;
     }
     case OpKind::max_pool2d:
     case OpKind::avg_pool2d:
-      kernel = std::make_unique<PoolKernel>(
-          context, node.op == OpKind::max_pool2d ? Pool::max : Pool::average, false,
-          pool_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
-                     std::get<Pool2dAttrs>(node.attrs)));
+      launch = pool(node.op == OpKind::max_pool2d ? Pool::max : Pool::average, false,
+                    pool_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
+                               std::get<Pool2dAttrs>(node.attrs)));
       break;
     case OpKind::max_pool3d:
     case OpKind::avg_pool3d:
-      kernel = std::make_unique<PoolKernel>(
-          context, node.op == OpKind::max_pool3d ? Pool::max : Pool::average, false,
-          pool_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
-                     std::get<Pool3dAttrs>(node.attrs)));
+      launch = pool(node.op == OpKind::max_pool3d ? Pool::max : Pool::average, false,
+                    pool_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
+                               std::get<Pool3dAttrs>(node.attrs)));
       break;
     case OpKind::max_pool2d_grad:  // (dy, x) -> dx
-      kernel = std::make_unique<PoolKernel>(
-          context, Pool::max, true,
-          pool_shape(shape_of(graph, node.inputs[1]), shape_of(graph, node.inputs[0]),
-                     std::get<Pool2dAttrs>(node.attrs)));
+      launch = pool(Pool::max, true,
+                    pool_shape(shape_of(graph, node.inputs[1]), shape_of(graph, node.inputs[0]),
+                               std::get<Pool2dAttrs>(node.attrs)));
       break;
     case OpKind::max_pool3d_grad:
-      kernel = std::make_unique<PoolKernel>(
-          context, Pool::max, true,
-          pool_shape(shape_of(graph, node.inputs[1]), shape_of(graph, node.inputs[0]),
-                     std::get<Pool3dAttrs>(node.attrs)));
+      launch = pool(Pool::max, true,
+                    pool_shape(shape_of(graph, node.inputs[1]), shape_of(graph, node.inputs[0]),
+                               std::get<Pool3dAttrs>(node.attrs)));
       break;
     case OpKind::avg_pool2d_grad: {  // dy -> dx of attrs.shape
       const auto& attrs = std::get<Pool2dGradAttrs>(node.attrs);
-      kernel = std::make_unique<PoolKernel>(
-          context, Pool::average, true,
-          pool_shape(attrs.shape, shape_of(graph, node.inputs[0]), attrs));
+      launch = pool(Pool::average, true,
+                    pool_shape(attrs.shape, shape_of(graph, node.inputs[0]), attrs));
       break;
     }
     case OpKind::avg_pool3d_grad: {
       const auto& attrs = std::get<Pool3dGradAttrs>(node.attrs);
-      kernel = std::make_unique<PoolKernel>(
-          context, Pool::average, true,
-          pool_shape(attrs.shape, shape_of(graph, node.inputs[0]), attrs));
+      launch = pool(Pool::average, true,
+                    pool_shape(attrs.shape, shape_of(graph, node.inputs[0]), attrs));
       break;
     }
     case OpKind::global_avg_pool:
-      kernel = std::make_unique<PoolKernel>(context, Pool::average, false,
-                                            global_pool_shape(shape_of(graph, node.inputs[0])));
+      launch = pool(Pool::average, false, global_pool_shape(shape_of(graph, node.inputs[0])));
       break;
     case OpKind::global_avg_pool_grad:
-      kernel = std::make_unique<PoolKernel>(context, Pool::average, true,
-                                            global_pool_shape(shape_of(graph, node.outputs[0])));
+      launch = pool(Pool::average, true, global_pool_shape(shape_of(graph, node.outputs[0])));
       break;
     case OpKind::softmax:
     case OpKind::softmax_grad:
@@ -497,52 +328,88 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
                        : node.op == OpKind::softmax_grad ? RowOp::softmax_grad
                        : node.op == OpKind::log_softmax  ? RowOp::log_softmax
                                                          : RowOp::log_softmax_grad;
+      const bool gradient = op == RowOp::softmax_grad || op == RowOp::log_softmax_grad;
       const memfit::Shape& x = shape_of(graph, node.inputs[0]);
       const auto axis = static_cast<size_t>(std::get<AxisAttrs>(node.attrs).axis);
       int64_t outer = 1, inner = 1;
       for (size_t d = 0; d < axis; ++d) outer *= x[d];
       for (size_t d = axis + 1; d < x.size(); ++d) inner *= x[d];
-      kernel = std::make_unique<RowsKernel>(context, op, outer, x[axis], inner);
+      const int64_t len = x[axis];
+      launch = [op, gradient, outer, len, inner](const KernelArgs& a, void* stream) {
+        launch_rows(op, in(a, 0), gradient ? in(a, 1) : nullptr, out(a, 0), outer, len, inner,
+                    stream);
+      };
       break;
     }
-    case OpKind::dropout:
-      kernel = std::make_unique<DropoutKernel>(context, count, std::get<DropoutAttrs>(node.attrs));
+    case OpKind::dropout: {
+      const auto attrs = std::get<DropoutAttrs>(node.attrs);
+      launch = [count, attrs](const KernelArgs& a, void* stream) {
+        launch_dropout(in(a, 0), out(a, 0), count, attrs.p, a.step.seed,
+                       static_cast<uint64_t>(a.step.micro_step), attrs.key, stream);
+      };
       break;
+    }
     case OpKind::reduce_sum:
     case OpKind::reduce_mean: {
-      const memfit::Shape& x = shape_of(graph, node.inputs[0]);
-      const ReduceShape shape = reduce_shape(x, std::get<ReduceAttrs>(node.attrs).axes);
+      const ReduceShape shape =
+          reduce_shape(shape_of(graph, node.inputs[0]), std::get<ReduceAttrs>(node.attrs).axes);
       int64_t reduced = 1;
       for (int d = 0; d < shape.reduced_rank; ++d) reduced *= shape.reduced_sizes[d];
       const double scale =
           node.op == OpKind::reduce_mean ? 1.0 / static_cast<double>(reduced) : 1.0;
-      kernel = std::make_unique<ReduceKernel>(context, shape, scale);
+      launch = [shape, scale](const KernelArgs& a, void* stream) {
+        launch_reduce_sum(in(a, 0), out(a, 0), shape, scale, stream);
+      };
       break;
     }
-    case OpKind::softmax_cross_entropy: {
+    case OpKind::softmax_cross_entropy: {  // (logits, labels) -> loss; a double per row
       const memfit::Shape& logits = shape_of(graph, node.inputs[0]);
-      kernel = std::make_unique<CrossEntropyKernel>(context, logits[0], logits[1]);
+      const int64_t rows = logits[0], classes = logits[1];
+      workspace = static_cast<size_t>(rows) * sizeof(double);
+      launch = [rows, classes](const KernelArgs& a, void* stream) {
+        launch_softmax_cross_entropy(in(a, 0), static_cast<const int32_t*>(a.inputs[1]), out(a, 0),
+                                     static_cast<double*>(a.workspace), rows, classes, stream);
+      };
       break;
     }
-    case OpKind::softmax_cross_entropy_grad: {
+    case OpKind::softmax_cross_entropy_grad: {  // (dloss, logits, labels) -> dlogits
       const memfit::Shape& logits = shape_of(graph, node.inputs[1]);
-      kernel = std::make_unique<CrossEntropyGradKernel>(context, logits[0], logits[1]);
+      const int64_t rows = logits[0], classes = logits[1];
+      launch = [rows, classes](const KernelArgs& a, void* stream) {
+        launch_softmax_cross_entropy_grad(in(a, 0), in(a, 1),
+                                          static_cast<const int32_t*>(a.inputs[2]), out(a, 0), rows,
+                                          classes, stream);
+      };
       break;
     }
-    case OpKind::sgd_update:
-      kernel = std::make_unique<SgdKernel>(context, count, std::get<SgdAttrs>(node.attrs));
+    case OpKind::sgd_update: {
+      const auto attrs = std::get<SgdAttrs>(node.attrs);
+      const bool velocity = attrs.momentum != 0.0f;
+      launch = [count, attrs, velocity](const KernelArgs& a, void* stream) {
+        launch_sgd_update(in(a, 0), in(a, 1), velocity ? in(a, 2) : nullptr, out(a, 0),
+                          velocity ? out(a, 1) : nullptr, count,
+                          static_cast<double>(attrs.lr) * a.step.lr_scale, attrs.momentum,
+                          attrs.weight_decay, stream);
+      };
       break;
-    case OpKind::adamw_update:
-      kernel = std::make_unique<AdamWKernel>(context, count, std::get<AdamWAttrs>(node.attrs));
+    }
+    case OpKind::adamw_update: {
+      const auto attrs = std::get<AdamWAttrs>(node.attrs);
+      launch = [count, attrs](const KernelArgs& a, void* stream) {
+        const double t = static_cast<double>(a.step.optimizer_step + 1);
+        launch_adamw_update(in(a, 0), in(a, 1), in(a, 2), in(a, 3), out(a, 0), out(a, 1), out(a, 2),
+                            count, static_cast<double>(attrs.lr) * a.step.lr_scale, attrs.beta1,
+                            attrs.beta2, attrs.eps, attrs.weight_decay,
+                            1.0 - std::pow(static_cast<double>(attrs.beta1), t),
+                            1.0 - std::pow(static_cast<double>(attrs.beta2), t), stream);
+      };
       break;
-    case OpKind::matmul:
-    case OpKind::linear:
-    case OpKind::linear_relu:
-      return make_product_kernel(graph, node, std::move(context));
+    }
     default:
-      break;
+      return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
   }
-  return kernel;
+  return std::unique_ptr<Kernel>(
+      std::make_unique<LaunchKernel>(std::move(context), std::move(launch), workspace));
 }
 
 }  // namespace memfit::cuda
