@@ -11,7 +11,9 @@
 # run.sh runs the CUDA tests (tests/cuda_device_test.cpp,
 # tests/cuda_backend_test.cpp and CudaMatchesReference in
 # tests/op_backend_test.cpp), then mlp and lenet training runs on --backend
-# cuda beside --backend cpu, and writes each one's output and a summary to OUTDIR.
+# cuda beside --backend cpu, then bench/gpu_resnet50.sh (ResNet-50 224x224
+# under 16 GiB: the largest batch and step time per memory technique; skipped
+# with SWEEP=0), and writes each one's output and a summary to OUTDIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -26,6 +28,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 cp "${programs[@]}" "$stage/bin/"
+cp bench/gpu_resnet50.sh "$stage/bin/"
 # Every library the programs load, but glibc's (the GPU machine's own are
 # newer) and cuDNN's dispatcher (it opens engines of its own version: the
 # GPU machine's cuDNN comes whole).
@@ -34,35 +37,53 @@ ldd "${programs[@]}" | awk '/=> \// {print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cat > "$stage/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs memfit's CUDA tests and an mlp training run on this GPU; output in $1.
+# Runs memfit's CUDA tests, training runs and the ResNet-50 sweep on this
+# GPU: summary.txt and details.tar.gz (every output) in $1.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:?usage: run.sh OUTDIR}
-mkdir -p "$out"
+dest=${1:?usage: run.sh OUTDIR}
+out=$(mktemp -d)
 # cuBLAS (opened with dlopen) and cuDNN: the toolkit's, or pip wheels'.
 cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   /opt/*/.venv/lib/python3*/site-packages/nvidia/cu*/lib 2>/dev/null | tr '\n' ':')
 export LD_LIBRARY_PATH="$here/lib:$cublas${LD_LIBRARY_PATH:-}"
 export OMP_WAIT_POLICY=passive
-nvidia-smi -L > "$out/gpu.txt" 2>&1
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  grep -m1 'model name' /proc/cpuinfo; free -g | sed -n 2p
+} > "$out/gpu.txt" 2>&1
 status=0
+# A hung test must not take the whole run.
 for t in cuda_device_test cuda_backend_test; do
-  "$here/bin/$t" > "$out/$t.txt" 2>&1 || status=1
+  timeout 180 "$here/bin/$t" > "$out/$t.txt" 2>&1 || status=1
 done
-"$here/bin/op_backend_test" --gtest_filter='*CudaMatchesReference*' > "$out/op_backend_test.txt" 2>&1 || status=1
+timeout 180 "$here/bin/op_backend_test" --gtest_filter='*CudaMatchesReference*' > "$out/op_backend_test.txt" 2>&1 || status=1
 for model in mlp lenet; do
   for backend in cpu cuda; do
-    "$here/bin/memfit" train --model "$model" --batch 64 --epochs 2 --synthetic --limit 4096 \
+    timeout 120 "$here/bin/memfit" train --model "$model" --batch 64 --epochs 2 --synthetic --limit 4096 \
       --backend "$backend" > "$out/train_${model}_$backend.txt" 2>&1 || status=1
   done
 done
+if [ "${SWEEP:-1}" != 0 ]; then
+  "$here/bin/gpu_resnet50.sh" "$here/bin/memfit" "$out/resnet50" > "$out/resnet50.txt" 2>&1 || status=1
+fi
+# Out-of-bounds accesses and races in every kernel's examples, where the
+# machine lets compute-sanitizer run.
+if command -v compute-sanitizer > /dev/null && [ "${MEMCHECK:-1}" != 0 ]; then
+  timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$here/bin/op_backend_test" \
+    --gtest_filter='*CudaMatchesReference*' > "$out/memcheck.txt" 2>&1 || status=1
+fi
 {
   cat "$out/gpu.txt"
   for f in cuda_device_test cuda_backend_test op_backend_test; do
     echo "== $f"; grep -E '^\[==========\] .* ran|^\[  PASSED  \] [0-9]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \]' "$out/$f.txt"
   done
   for f in "$out"/train_*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done
+  [ -f "$out/resnet50.txt" ] && { echo "== resnet50"; cat "$out/resnet50.txt"; }
+  [ -f "$out/memcheck.txt" ] && { echo "== memcheck"; tail -3 "$out/memcheck.txt"; }
 } > "$out/summary.txt"
+mkdir -p "$dest"
+cp "$out/summary.txt" "$dest/"
+tar -czf "$dest/details.tar.gz" -C "$out" .
 cat "$out/summary.txt"
 exit $status
 RUN

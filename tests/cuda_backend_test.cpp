@@ -1,16 +1,20 @@
-// Which ops the cuda backend has kernels for, and that every node of the
-// mlp's and lenet's steps is among them (wherever CUDA is built); and the
-// backend on a GPU (skipped without one, saying why): steps of the mlp and
-// lenet (SGD and AdamW) match the cpu backend's within float tolerance and
-// give the same bits twice; a step peaks at exactly the planned arena and
-// gives the same bits with swapping and recomputation as without; a model
-// with an op it has no kernel for yet is refused, naming the op.
+// Which ops the cuda backend has kernels for, and which nodes of the zoo's
+// training steps it has none for yet (wherever CUDA is built); and the
+// backend on a GPU (skipped without one, saying why): the step of every zoo
+// model it covers (SGD and AdamW) matches the cpu backend's within float
+// tolerance and gives the same bits twice; a step peaks at exactly the
+// planned arena and gives the same bits with swapping and recomputation as
+// without; a model with an op it has no kernel for is refused, naming the op.
 #include "backends/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -25,11 +29,60 @@ namespace {
     if (auto probe = make_cuda_backend(); !probe) GTEST_SKIP() << probe.message(); \
   } while (0)
 
-StepSpec mlp_spec(const std::string& backend, bool adamw = false, const char* model = "mlp") {
-  StepSpec spec = testing::test_spec({.name = model, .batch = 8});
+StepSpec zoo_spec(const ModelOptions& model, const std::string& backend, bool adamw = false) {
+  StepSpec spec = testing::test_spec(model);
   spec.backend = backend;
   if (adamw) spec.optimizer.kind = OptimizerConfig::Kind::adamw;
   return spec;
+}
+
+StepSpec mlp_spec(const std::string& backend) {
+  return zoo_spec({.name = "mlp", .batch = 8}, backend);
+}
+
+// The ops of `model`'s training steps (plain layouts, as the cuda backend
+// has them; SGD and AdamW; with and without accumulation) that the cuda
+// backend has no kernel for.
+std::set<std::string> ops_without_kernel(const ModelOptions& model) {
+  std::set<std::string> missing;
+  for (const bool adamw : {false, true}) {
+    StepSpec spec = zoo_spec(model, "cpu", adamw);
+    spec.blocked_layouts = false;
+    spec.accumulate = 2;
+    auto step = compile_step(spec, {.accumulate_only = true});
+    EXPECT_TRUE(step) << step.message();
+    if (!step) return missing;
+    for (const Executable* exe : {step->apply.get(), step->accumulate_only.get()}) {
+      for (const Node& node : exe->graph().nodes()) {
+        if (!cuda::has_kernel(exe->graph(), node)) missing.emplace(op_name(node.op));
+      }
+    }
+  }
+  return missing;
+}
+
+// The tiny zoo's models whose every node has a cuda kernel.
+std::vector<ModelOptions> covered_zoo() {
+  std::vector<ModelOptions> covered;
+  for (const ModelOptions& model : testing::tiny_zoo()) {
+    if (ops_without_kernel(model).empty()) covered.push_back(model);
+  }
+  return covered;
+}
+
+// Whether element i of parameter `name` may differ by more than rounding
+// after one AdamW step: its first step moves each weight by about lr sign(g),
+// however small g is, so where the gradient is rounding noise (below 1e-4 of
+// the tensor's largest) the direction is too. Judged by the first moment
+// (m = (1 - beta1) g after one step) in `expected`.
+std::vector<bool> adamw_noise(const StateStore& expected, const std::string& name) {
+  const std::vector<float>* m = expected.find(name + ".adam_m");
+  if (m == nullptr) return {};
+  float largest = 0.0f;
+  for (float x : *m) largest = std::max(largest, std::abs(x));
+  std::vector<bool> noise(m->size());
+  for (size_t i = 0; i < m->size(); ++i) noise[i] = std::abs((*m)[i]) < 1e-4f * largest;
+  return noise;
 }
 
 void expect_close_steps(const testing::StepRun& expected, const testing::StepRun& actual,
@@ -42,73 +95,75 @@ void expect_close_steps(const testing::StepRun& expected, const testing::StepRun
     const std::vector<float>* other = actual.state.find(name);
     ASSERT_NE(other, nullptr) << what << ": " << name;
     ASSERT_EQ(data.size(), other->size()) << what << ": " << name;
-    size_t far = 0;
-    for (size_t i = 0; i < data.size(); ++i)
-      far += std::abs(data[i] - (*other)[i]) > 1e-4 + 1e-3 * std::abs(data[i]);
+    const std::vector<bool> noise = adamw_noise(expected.state, name);
+    size_t far = 0, excused = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (std::abs(data[i] - (*other)[i]) <= 1e-4 + 1e-3 * std::abs(data[i])) continue;
+      const bool is_noise = !noise.empty() && noise[i];
+      excused += is_noise;
+      far += !is_noise;
+    }
     EXPECT_EQ(far, 0u) << what << ": " << name;
+    // Rounding noise is rare: a few elements in a thousand at most.
+    EXPECT_LE(excused * 1000, data.size() * 3) << what << ": " << name;
   }
 }
 
-// The ops the cuda backend has kernels for, as README.md lists them: each
-// op's examples (which has_kernel answers without a GPU).
-TEST(CudaKernels, CoverTheListedOps) {
+// The ops the cuda backend has no kernel for, as README.md lists them: no
+// example of theirs has one (has_kernel answers without a GPU).
+TEST(CudaKernels, LackTheListedOps) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
-  std::vector<std::string> covered;
+  std::vector<std::string> uncovered;
   for (OpKind op : testing::all_ops()) {
-    const auto examples = op_info(op).examples();
     bool any = false;
-    for (const OpExample& example : examples) {
+    for (const OpExample& example : op_info(op).examples()) {
       const Graph graph = testing::single_node_graph(op, example);
       any = any || cuda::has_kernel(graph, graph.nodes()[0]);
     }
-    if (any) covered.emplace_back(op_name(op));
+    if (!any) uncovered.emplace_back(op_name(op));
   }
-  // clang-format off
   const std::vector<std::string> listed = {
-      "matmul", "linear", "conv2d", "conv2d_grad_input", "conv2d_grad_weight",
-      "max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad",
-      "max_pool3d", "max_pool3d_grad", "avg_pool3d", "avg_pool3d_grad",
-      "global_avg_pool", "global_avg_pool_grad",
-      "relu", "relu_grad", "gelu", "gelu_grad", "tanh", "tanh_grad", "sigmoid", "sigmoid_grad",
-      "add", "sub", "mul", "scale", "reshape", "dropout",
-      "softmax", "softmax_grad", "log_softmax", "log_softmax_grad",
-      "softmax_cross_entropy", "softmax_cross_entropy_grad", "reduce_sum", "reduce_mean",
-      "fill", "sgd_update", "adamw_update", "conv2d_relu", "conv2d_add", "linear_relu"};
-  // clang-format on
-  EXPECT_EQ(covered, listed);
+      "upsample", "upsample_grad", "reorder", "broadcast_to", "transpose", "concat", "slice",
+      "slice_grad", "split", "pad", "pad_grad", "embedding", "embedding_grad", "causal_mask",
+      "where", "attention", "attention_grad", "lstm_cell", "lstm_cell_grad", "all_reduce_start",
+      "all_reduce_wait", "reduce_scatter_start", "reduce_scatter_wait", "shard_pack",
+      "all_gather_start", "all_gather_wait"};
+  EXPECT_EQ(uncovered, listed);
   EXPECT_EQ(testing::all_ops().size(), 83u);
 }
 
-// Every node of the mlp's and lenet's training steps (plain layouts, as the
-// cuda backend has them) has a cuda kernel: both train on a GPU.
-TEST(CudaKernels, CoverTheMlpAndLenetSteps) {
+// The ops each zoo model's training step still lacks a cuda kernel for
+// (README.md's CUDA section says the same): a model trains on a GPU when its
+// set is empty.
+TEST(CudaKernels, CoverTheZooSteps) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
-  for (const char* model : {"mlp", "lenet"}) {
-    for (const bool adamw : {false, true}) {
-      StepSpec spec = testing::test_spec({.name = model, .batch = 4});
-      spec.blocked_layouts = false;
-      if (adamw) spec.optimizer.kind = OptimizerConfig::Kind::adamw;
-      spec.accumulate = 2;
-      auto step = compile_step(spec, {.accumulate_only = true});
-      ASSERT_TRUE(step) << step.message();
-      for (const Executable* exe : {step->apply.get(), step->accumulate_only.get()}) {
-        for (const Node& node : exe->graph().nodes()) {
-          EXPECT_TRUE(cuda::has_kernel(exe->graph(), node)) << model << ": " << node.name;
-        }
-      }
-    }
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"lstm-lm", {"concat", "embedding", "embedding_grad", "lstm_cell", "lstm_cell_grad", "slice",
+                   "slice_grad"}},
+      {"seq2seq", {"attention", "attention_grad", "concat", "embedding", "embedding_grad",
+                   "lstm_cell", "lstm_cell_grad", "slice", "slice_grad"}},
+      {"gpt", {"attention", "attention_grad", "embedding", "embedding_grad", "slice", "slice_grad",
+               "transpose"}},
+      {"transformer", {"attention", "attention_grad", "embedding", "embedding_grad", "slice",
+                       "slice_grad", "transpose"}},
+      {"unet3d", {"concat", "slice", "transpose"}},
+  };
+  for (const ModelOptions& model : testing::tiny_zoo()) {
+    const auto it = expected.find(model.name);
+    EXPECT_EQ(ops_without_kernel(model), it == expected.end() ? std::set<std::string>{} : it->second)
+        << model.name;
   }
 }
 
-TEST(CudaBackend, MlpAndLenetStepsMatchTheCpu) {
+TEST(CudaBackend, ZooStepsMatchTheCpu) {
   REQUIRE_CUDA_BACKEND();
-  for (const char* model : {"mlp", "lenet"}) {
+  for (const ModelOptions& model : covered_zoo()) {
     for (const bool adamw : {false, true}) {
-      const std::string what = std::string(model) + (adamw ? ", adamw" : ", sgd");
-      const testing::StepRun cpu = testing::run_verified_step(mlp_spec("cpu", adamw, model));
-      const testing::StepRun cuda = testing::run_verified_step(mlp_spec("cuda", adamw, model));
+      const std::string what = model.name + (adamw ? ", adamw" : ", sgd");
+      const testing::StepRun cpu = testing::run_verified_step(zoo_spec(model, "cpu", adamw));
+      const testing::StepRun cuda = testing::run_verified_step(zoo_spec(model, "cuda", adamw));
       expect_close_steps(cpu, cuda, what);
-      const testing::StepRun again = testing::run_verified_step(mlp_spec("cuda", adamw, model));
+      const testing::StepRun again = testing::run_verified_step(zoo_spec(model, "cuda", adamw));
       testing::expect_identical_steps(cuda, again, what + ", run twice");
     }
   }
@@ -129,32 +184,42 @@ TEST(CudaBackend, PeaksAtThePlannedArena) {
 
 TEST(CudaBackend, TechniquesGiveTheSameBits) {
   REQUIRE_CUDA_BACKEND();
-  const testing::StepRun plain = testing::run_verified_step(mlp_spec("cuda"));
-  StepSpec swapped = mlp_spec("cuda");
-  swapped.swap = Swap::budget;
-  const testing::StepRun with_swap = testing::run_verified_step(swapped);
-  EXPECT_GT(with_swap.swap.swapped_values, 0u);
-  testing::expect_identical_steps(plain, with_swap, "mlp on cuda, --swap budget");
-  StepSpec recomputed = mlp_spec("cuda");
-  recomputed.recompute = Recompute::sqrt;
-  testing::expect_identical_steps(plain, testing::run_verified_step(recomputed),
-                                  "mlp on cuda, --recompute sqrt");
-  StepSpec accumulated = mlp_spec("cuda");
-  accumulated.accumulate = 2;
-  const testing::StepRun two = testing::run_verified_step(accumulated);
-  EXPECT_EQ(two.losses.size(), 2u);
+  for (const ModelOptions& model : covered_zoo()) {
+    const std::string what = model.name + " on cuda";
+    const testing::StepRun plain = testing::run_verified_step(zoo_spec(model, "cuda"));
+    StepSpec swapped = zoo_spec(model, "cuda");
+    swapped.swap = Swap::budget;
+    const testing::StepRun with_swap = testing::run_verified_step(swapped);
+    EXPECT_GT(with_swap.swap.swapped_values, 0u) << what;
+    testing::expect_identical_steps(plain, with_swap, what + ", --swap budget");
+    StepSpec recomputed = zoo_spec(model, "cuda");
+    recomputed.recompute = Recompute::sqrt;
+    testing::expect_identical_steps(plain, testing::run_verified_step(recomputed),
+                                    what + ", --recompute sqrt");
+    StepSpec accumulated = zoo_spec(model, "cuda");
+    accumulated.accumulate = 2;
+    EXPECT_EQ(testing::run_verified_step(accumulated).losses.size(), 2u) << what;
+  }
 }
 
+// The first tiny zoo model with a node the cuda backend has no kernel for is
+// refused when its program is made, naming that op.
 TEST(CudaBackend, RefusesAnOpWithoutAKernel) {
   REQUIRE_CUDA_BACKEND();
-  StepSpec spec = testing::test_spec(
-      {.name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4});
-  spec.backend = "cuda";
-  auto program = TrainingProgram::create(spec, 2, false);
-  ASSERT_FALSE(program);
-  EXPECT_NE(program.message().find("the cuda backend has no kernel for batch_norm"),
-            std::string::npos)
-      << program.message();
+  for (const ModelOptions& model : testing::tiny_zoo()) {
+    const std::set<std::string> missing = ops_without_kernel(model);
+    if (missing.empty()) continue;
+    auto program = TrainingProgram::create(zoo_spec(model, "cuda"), 2, false);
+    ASSERT_FALSE(program) << model.name;
+    bool named = false;
+    for (const std::string& op : missing) {
+      named = named || program.message().find("the cuda backend has no kernel for " + op) !=
+                           std::string::npos;
+    }
+    EXPECT_TRUE(named) << program.message();
+    return;
+  }
+  GTEST_SKIP() << "every op of the zoo's steps has a cuda kernel";
 }
 
 }  // namespace

@@ -10,14 +10,10 @@
 
 #include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/launch_kernel.h"
 
 namespace memfit::cuda {
 namespace {
-
-const float* in(const KernelArgs& args, size_t i) {
-  return static_cast<const float*>(args.inputs[i]);
-}
-float* out(const KernelArgs& args, size_t i) { return static_cast<float*>(args.outputs[i]); }
 
 // y = a b (+ c) for matmul (batched, b shared when 2-D), y = x w^T (+ bias)
 // (+ c) (then relu) for linear and linear_relu: cuBLAS's product in its

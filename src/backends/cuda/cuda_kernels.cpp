@@ -20,6 +20,8 @@
 
 #include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_norm.h"
+#include "backends/cuda/launch_kernel.h"
 
 namespace memfit::cuda {
 
@@ -29,29 +31,6 @@ Context::~Context() {
 }
 
 namespace {
-
-using ContextPtr = std::shared_ptr<const Context>;
-
-const float* in(const KernelArgs& args, size_t i) {
-  return static_cast<const float*>(args.inputs[i]);
-}
-float* out(const KernelArgs& args, size_t i) { return static_cast<float*>(args.outputs[i]); }
-
-// A kernel that calls `launch` with its arguments and the context's stream;
-// the launch captures what the node fixed (shapes, attributes).
-class LaunchKernel final : public Kernel {
- public:
-  using Launch = std::function<void(const KernelArgs&, void* stream)>;
-  LaunchKernel(ContextPtr context, Launch launch, size_t workspace_bytes = 0)
-      : context_(std::move(context)), launch_(std::move(launch)), workspace_(workspace_bytes) {}
-  size_t workspace_bytes() const override { return workspace_; }
-  void run(const KernelArgs& args) override { launch_(args, context_->stream); }
-
- private:
-  ContextPtr context_;
-  Launch launch_;
-  size_t workspace_;
-};
 
 const memfit::Shape& shape_of(const Graph& graph, ValueId v) { return graph.value(v).type.shape; }
 
@@ -122,17 +101,6 @@ BroadcastShape broadcast_shape(const memfit::Shape& a, const memfit::Shape& b,
   return shape;
 }
 
-bool all_f32(const Graph& graph, const Node& node, int i32_input = -1) {
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const DType want = static_cast<int>(i) == i32_input ? DType::i32 : DType::f32;
-    if (graph.value(node.inputs[i]).type.dtype != want) return false;
-  }
-  for (ValueId v : node.outputs) {
-    if (graph.value(v).type.dtype != DType::f32) return false;
-  }
-  return true;
-}
-
 bool plain(const Graph& graph, const Node& node) {
   for (const auto* list : {&node.inputs, &node.outputs}) {
     for (ValueId v : *list) {
@@ -144,9 +112,20 @@ bool plain(const Graph& graph, const Node& node) {
 
 }  // namespace
 
+bool all_f32(const Graph& graph, const Node& node, int i32_input) {
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const DType want = static_cast<int>(i) == i32_input ? DType::i32 : DType::f32;
+    if (graph.value(node.inputs[i]).type.dtype != want) return false;
+  }
+  for (ValueId v : node.outputs) {
+    if (graph.value(v).type.dtype != DType::f32) return false;
+  }
+  return true;
+}
+
 bool has_kernel(const Graph& graph, const Node& node) {
   if (!plain(graph, node)) return false;
-  if (conv_has_kernel(graph, node)) return true;
+  if (conv_has_kernel(graph, node) || norm_has_kernel(graph, node)) return true;
   switch (node.op) {
     case OpKind::fill:
     case OpKind::max_pool2d:
@@ -188,6 +167,9 @@ bool has_kernel(const Graph& graph, const Node& node) {
     case OpKind::mul:
       return all_f32(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
     case OpKind::reshape:
+    case OpKind::to_host:
+    case OpKind::to_device:
+    case OpKind::swap_wait:
       return true;
     case OpKind::softmax_cross_entropy:
       return all_f32(graph, node, 1);
@@ -204,6 +186,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
     return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
   }
   if (conv_has_kernel(graph, node)) return make_conv_kernel(graph, node, std::move(context));
+  if (norm_has_kernel(graph, node)) return make_norm_kernel(graph, node, std::move(context));
   if (node.op == OpKind::matmul || node.op == OpKind::linear || node.op == OpKind::linear_relu) {
     return make_product_kernel(graph, node, std::move(context));
   }
@@ -237,6 +220,20 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
       };
       break;
     }
+    // The executor runs the swap copies on the device's swap stream itself;
+    // these kernels copy on the compute stream where a copy runs as a node.
+    case OpKind::to_host:
+    case OpKind::to_device: {
+      const size_t bytes = graph.value(node.outputs[0]).bytes();
+      launch = [bytes](const KernelArgs& a, void* stream) {
+        cudaMemcpyAsync(a.outputs[0], a.inputs[0], bytes, cudaMemcpyDefault,
+                        static_cast<cudaStream_t>(stream));
+      };
+      break;
+    }
+    case OpKind::swap_wait:  // the executor waits for the copy's event; no data moves
+      launch = [](const KernelArgs&, void*) {};
+      break;
     case OpKind::relu:
     case OpKind::gelu:
     case OpKind::tanh:

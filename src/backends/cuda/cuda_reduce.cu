@@ -13,34 +13,6 @@
 namespace memfit::cuda {
 namespace {
 
-// The block's sum of every thread's `value`, in a fixed tree; every thread
-// gets it.
-__device__ double block_sum(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-    __syncthreads();
-  }
-  const double sum = shared[0];
-  __syncthreads();
-  return sum;
-}
-
-// The block's largest `value`; every thread gets it.
-__device__ double block_max(double value, double* shared) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + half]);
-    __syncthreads();
-  }
-  const double max = shared[0];
-  __syncthreads();
-  return max;
-}
-
 // The offset in x of index `i` of a row-major space of `rank` sizes laid out
 // with `strides`.
 __device__ int64_t strided(int64_t i, int rank, const int64_t* sizes, const int64_t* strides) {

@@ -1,11 +1,13 @@
-// The cuda backend's 2-D convolutions on cuDNN (cuda_kernels.h): conv2d and
-// its fused forms (conv2d_relu, conv2d_add) and both gradients. Each kernel
-// describes its tensors once, asks cuDNN for its algorithms by heuristics
-// and takes the first that is deterministic and computes in plain FP32
-// (CUDNN_FMA_MATH: no TF32), and plans the workspace cuDNN says that
-// algorithm needs. The bias, the residual and relu follow the convolution
-// (launch_bias_add_relu); the bias gradient is a sum over N, H and W
-// (launch_reduce_sum, in a fixed order).
+// The cuda backend's convolutions on cuDNN (cuda_kernels.h): conv2d and its
+// fused forms (conv2d_relu, conv2d_add), conv3d, both gradients of each, and
+// the transposed convolutions (conv_transpose2d, conv_transpose3d: the data
+// gradient of the convolution that maps their output space back to their
+// input space, ops_conv_transpose.cpp). Each kernel describes its tensors
+// once, asks cuDNN for its algorithms by heuristics and takes the first that
+// is deterministic and computes in plain FP32 (CUDNN_FMA_MATH: no TF32), and
+// plans the workspace cuDNN says that algorithm needs. The bias, the residual
+// and relu follow the convolution (launch_bias_add_relu); the bias gradient
+// is a sum over N and space (launch_reduce_sum, in a fixed order).
 #include "backends/cuda/cuda_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
@@ -14,8 +16,10 @@
 #include <cudnn.h>
 
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_launch.h"
+#include "ops/conv_util.h"
 
 namespace memfit::cuda {
 namespace {
@@ -30,8 +34,8 @@ Status dnn_failed(const char* call, cudnnStatus_t status) {
       return dnn_failed(#call, status_);                                       \
   } while (0)
 
-// The descriptors of one convolution: x (N, C, H, W), w (O, C/groups, KH, KW),
-// y (N, O, OH, OW).
+// The descriptors of one convolution of rank R (2 or 3): x (N, C, S...),
+// w (O, C/groups, K...), y (N, O, S'...), packed row-major.
 struct ConvDescriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
@@ -45,30 +49,69 @@ struct ConvDescriptors {
     if (w != nullptr) cudnnDestroyFilterDescriptor(w);
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
   }
-  Status create(const Shape& x_shape, const Shape& w_shape, const Shape& y_shape, Pair stride,
-                Pair pad, Pair dilation, int64_t groups) {
-    auto i = [](int64_t v) { return static_cast<int>(v); };
+  Status create(const Shape& x_shape, const Shape& w_shape, const Shape& y_shape,
+                const ops::ConvWindow& win) {
+    const auto ints = [](const std::vector<int64_t>& v) {
+      return std::vector<int>(v.begin(), v.end());
+    };
+    const int rank = static_cast<int>(x_shape.size());
     MEMFIT_CUDNN_CALL(cudnnCreateTensorDescriptor(&x));
     MEMFIT_CUDNN_CALL(cudnnCreateTensorDescriptor(&y));
     MEMFIT_CUDNN_CALL(cudnnCreateFilterDescriptor(&w));
     MEMFIT_CUDNN_CALL(cudnnCreateConvolutionDescriptor(&conv));
-    MEMFIT_CUDNN_CALL(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                 i(x_shape[0]), i(x_shape[1]), i(x_shape[2]),
-                                                 i(x_shape[3])));
-    MEMFIT_CUDNN_CALL(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                 i(y_shape[0]), i(y_shape[1]), i(y_shape[2]),
-                                                 i(y_shape[3])));
-    MEMFIT_CUDNN_CALL(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                 i(w_shape[0]), i(w_shape[1]), i(w_shape[2]),
-                                                 i(w_shape[3])));
-    MEMFIT_CUDNN_CALL(cudnnSetConvolution2dDescriptor(conv, i(pad[0]), i(pad[1]), i(stride[0]),
-                                                      i(stride[1]), i(dilation[0]), i(dilation[1]),
-                                                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    MEMFIT_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv, i(groups)));
+    for (const auto& [desc, shape] : {std::pair{x, &x_shape}, std::pair{y, &y_shape}}) {
+      const std::vector<int> dims = ints(*shape);
+      std::vector<int> strides(dims.size(), 1);
+      for (size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
+      MEMFIT_CUDNN_CALL(
+          cudnnSetTensorNdDescriptor(desc, CUDNN_DATA_FLOAT, rank, dims.data(), strides.data()));
+    }
+    const std::vector<int> w_dims = ints(w_shape);
+    MEMFIT_CUDNN_CALL(
+        cudnnSetFilterNdDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, rank, w_dims.data()));
+    const std::vector<int> pad = ints(win.pad), stride = ints(win.stride),
+                           dilation = ints(win.dilation);
+    MEMFIT_CUDNN_CALL(cudnnSetConvolutionNdDescriptor(conv, rank - 2, pad.data(), stride.data(),
+                                                      dilation.data(), CUDNN_CROSS_CORRELATION,
+                                                      CUDNN_DATA_FLOAT));
+    MEMFIT_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv, static_cast<int>(win.groups)));
     MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
     return Status::ok();
   }
 };
+
+// The window of a node's attributes, whichever convolution op it is.
+ops::ConvWindow window_of(const Node& node) {
+  return std::visit(
+      [](const auto& a) -> ops::ConvWindow {
+        if constexpr (requires {
+                        a.stride;
+                        a.groups;
+                      }) {
+          return ops::conv_window(a);
+        } else {
+          return {};
+        }
+      },
+      node.attrs);
+}
+
+// The kept (channel) and reduced (N and space) axes of a bias gradient from
+// dy (N, O, S...): db[o] = sum over n and s of dy.
+ReduceShape bias_gradient_shape(const Shape& dy) {
+  int64_t inner = 1;
+  for (size_t d = 2; d < dy.size(); ++d) inner *= dy[d];
+  ReduceShape db;
+  db.kept_rank = 1;
+  db.kept_sizes[0] = dy[1];
+  db.kept_strides[0] = inner;
+  db.reduced_rank = 2;
+  db.reduced_sizes[0] = dy[0];
+  db.reduced_strides[0] = dy[1] * inner;
+  db.reduced_sizes[1] = inner;
+  db.reduced_strides[1] = 1;
+  return db;
+}
 
 // The first of cuDNN's heuristic choices that ran its checks, is
 // deterministic and uses plain FP32 arithmetic.
@@ -88,20 +131,25 @@ Result<Perf> first_deterministic(const Perf* perf, int count, const char* what) 
 class ConvKernel final : public Kernel {
  public:
   enum class Direction { forward, data, filter };
-  ConvKernel(std::shared_ptr<const Context> context, Direction direction)
-      : context_(std::move(context)), direction_(direction) {}
+  // `transposed`: a transposed convolution, computed as a data gradient.
+  ConvKernel(std::shared_ptr<const Context> context, Direction direction, bool transposed)
+      : context_(std::move(context)), direction_(direction), transposed_(transposed) {}
 
   // Describes the convolution and chooses its algorithm.
   Status create(const Graph& graph, const Node& node) {
     const auto shape = [&](ValueId v) -> const Shape& { return graph.value(v).type.shape; };
     auto dnn = static_cast<cudnnHandle_t>(context_->dnn);
+    const ops::ConvWindow win = window_of(node);
     constexpr int kAsk = 16;
     int returned = 0;
+    const auto epilogue = [&](const Shape& y) {  // the bias and relu after cuDNN
+      y_count_ = num_elements(y);
+      channels_ = y[1];
+      inner_ = y_count_ / (y[0] * y[1]);
+    };
     if (direction_ == Direction::forward) {
-      const auto& a = std::get<Conv2dAttrs>(node.attrs);
-      MEMFIT_RETURN_IF_ERROR(d_.create(shape(node.inputs[0]), shape(node.inputs[1]),
-                                       shape(node.outputs[0]), a.stride, a.pad, a.dilation,
-                                       a.groups));
+      MEMFIT_RETURN_IF_ERROR(
+          d_.create(shape(node.inputs[0]), shape(node.inputs[1]), shape(node.outputs[0]), win));
       relu_ = node.op == OpKind::conv2d_relu;
       if (node.op == OpKind::conv2d_add) {
         residual_ = 2;
@@ -109,51 +157,46 @@ class ConvKernel final : public Kernel {
       } else if (node.inputs.size() == 3) {
         bias_ = 2;
       }
-      y_count_ = graph.value(node.outputs[0]).elements();
-      channels_ = shape(node.outputs[0])[1];
-      inner_ = shape(node.outputs[0])[2] * shape(node.outputs[0])[3];
+      epilogue(shape(node.outputs[0]));
       cudnnConvolutionFwdAlgoPerf_t perf[kAsk];
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d_.x, d_.w, d_.conv, d_.y, kAsk,
                                                                &returned, perf));
-      MEMFIT_ASSIGN_OR_RETURN(auto chosen, first_deterministic(perf, returned, "conv2d"));
+      MEMFIT_ASSIGN_OR_RETURN(auto chosen, first_deterministic(perf, returned, "the convolution"));
       forward_ = chosen.algo;
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionForwardWorkspaceSize(dnn, d_.x, d_.w, d_.conv, d_.y,
                                                                 forward_, &workspace_));
       return Status::ok();
     }
-    const auto& a = std::get<Conv2dGradAttrs>(node.attrs);
-    if (direction_ == Direction::data) {  // (dy, w) -> dx
-      MEMFIT_RETURN_IF_ERROR(d_.create(a.shape, shape(node.inputs[1]), shape(node.inputs[0]),
-                                       a.stride, a.pad, a.dilation, a.groups));
+    if (direction_ == Direction::data) {
+      if (transposed_) {  // (x, w [, b]) -> y: the data gradient of c (y-space -> x-space)
+        MEMFIT_RETURN_IF_ERROR(
+            d_.create(shape(node.outputs[0]), shape(node.inputs[1]), shape(node.inputs[0]), win));
+        if (node.inputs.size() == 3) bias_ = 2;
+        epilogue(shape(node.outputs[0]));
+      } else {  // (dy, w) -> dx of attrs.shape
+        MEMFIT_RETURN_IF_ERROR(
+            d_.create(shape(node.outputs[0]), shape(node.inputs[1]), shape(node.inputs[0]), win));
+      }
       cudnnConvolutionBwdDataAlgoPerf_t perf[kAsk];
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d_.w, d_.y, d_.conv, d_.x,
                                                                     kAsk, &returned, perf));
-      MEMFIT_ASSIGN_OR_RETURN(auto chosen,
-                              first_deterministic(perf, returned, "conv2d_grad_input"));
+      MEMFIT_ASSIGN_OR_RETURN(
+          auto chosen, first_deterministic(perf, returned, "the convolution's data gradient"));
       data_ = chosen.algo;
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d_.w, d_.y, d_.conv, d_.x,
                                                                      data_, &workspace_));
       return Status::ok();
     }
     // (dy, x) -> dw [, db]
-    MEMFIT_RETURN_IF_ERROR(d_.create(shape(node.inputs[1]), a.shape, shape(node.inputs[0]),
-                                     a.stride, a.pad, a.dilation, a.groups));
-    if (a.bias) {
-      const Shape& dy = shape(node.inputs[0]);
-      db_.kept_rank = 1;
-      db_.kept_sizes[0] = dy[1];
-      db_.kept_strides[0] = dy[2] * dy[3];
-      db_.reduced_rank = 2;
-      db_.reduced_sizes[0] = dy[0];
-      db_.reduced_strides[0] = dy[1] * dy[2] * dy[3];
-      db_.reduced_sizes[1] = dy[2] * dy[3];
-      db_.reduced_strides[1] = 1;
-    }
-    bias_gradient_ = a.bias;
+    MEMFIT_RETURN_IF_ERROR(
+        d_.create(shape(node.inputs[1]), shape(node.outputs[0]), shape(node.inputs[0]), win));
+    bias_gradient_ = node.outputs.size() == 2;
+    if (bias_gradient_) db_ = bias_gradient_shape(shape(node.inputs[0]));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kAsk];
     MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d_.x, d_.y, d_.conv, d_.w,
                                                                     kAsk, &returned, perf));
-    MEMFIT_ASSIGN_OR_RETURN(auto chosen, first_deterministic(perf, returned, "conv2d_grad_weight"));
+    MEMFIT_ASSIGN_OR_RETURN(
+        auto chosen, first_deterministic(perf, returned, "the convolution's weight gradient"));
     filter_ = chosen.algo;
     MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d_.x, d_.y, d_.conv, d_.w,
                                                                      filter_, &workspace_));
@@ -193,6 +236,11 @@ class ConvKernel final : public Kernel {
         cudnnConvolutionBackwardData(dnn, &one, d_.w, args.inputs[1], d_.y, args.inputs[0], d_.conv,
                                      data_, args.workspace, workspace_, &beta, d_.x,
                                      args.outputs[0]);
+        if (bias_ >= 0) {
+          launch_bias_add_relu(static_cast<float*>(args.outputs[0]),
+                               static_cast<const float*>(args.inputs[static_cast<size_t>(bias_)]),
+                               nullptr, y_count_, channels_, inner_, false, context_->stream);
+        }
         return;
       case Direction::filter:
         cudnnConvolutionBackwardFilter(dnn, &one, d_.x, args.inputs[1], d_.y, args.inputs[0],
@@ -209,6 +257,7 @@ class ConvKernel final : public Kernel {
  private:
   std::shared_ptr<const Context> context_;
   Direction direction_;
+  bool transposed_ = false;
   ConvDescriptors d_;
   cudnnConvolutionFwdAlgo_t forward_{};
   cudnnConvolutionBwdDataAlgo_t data_{};
@@ -216,7 +265,7 @@ class ConvKernel final : public Kernel {
   size_t workspace_ = 0;
   int bias_ = -1, residual_ = -1;
   bool relu_ = false, bias_gradient_ = false;
-  int64_t y_count_ = 0, channels_ = 0, inner_ = 0;
+  int64_t y_count_ = 0, channels_ = 0, inner_ = 0;  // the output, for the epilogue
   ReduceShape db_;
 };
 
@@ -229,7 +278,21 @@ bool conv_has_kernel(const Graph& graph, const Node& node) {
     case OpKind::conv2d_add:
     case OpKind::conv2d_grad_input:
     case OpKind::conv2d_grad_weight:
+    case OpKind::conv3d:
+    case OpKind::conv3d_grad_input:
+    case OpKind::conv3d_grad_weight:
       break;
+    case OpKind::conv_transpose2d:
+    case OpKind::conv_transpose3d: {
+      // Where output_padding reaches the stride, the convolution of y's
+      // shape is larger than x, and no data gradient of cuDNN's has x's shape.
+      const Shape& x = graph.value(node.inputs[0]).type.shape;
+      const Result<Shape> back =
+          ops::conv_output(graph.value(node.outputs[0]).type.shape,
+                           graph.value(node.inputs[1]).type.shape, window_of(node));
+      if (!back || *back != x) return false;
+      break;
+    }
     default:
       return false;
   }
@@ -244,11 +307,15 @@ bool conv_has_kernel(const Graph& graph, const Node& node) {
 
 Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node& node,
                                                  std::shared_ptr<const Context> context) {
+  const bool transposed =
+      node.op == OpKind::conv_transpose2d || node.op == OpKind::conv_transpose3d;
   const ConvKernel::Direction direction =
-      node.op == OpKind::conv2d_grad_input    ? ConvKernel::Direction::data
-      : node.op == OpKind::conv2d_grad_weight ? ConvKernel::Direction::filter
-                                              : ConvKernel::Direction::forward;
-  auto kernel = std::make_unique<ConvKernel>(std::move(context), direction);
+      node.op == OpKind::conv2d_grad_input || node.op == OpKind::conv3d_grad_input || transposed
+          ? ConvKernel::Direction::data
+      : node.op == OpKind::conv2d_grad_weight || node.op == OpKind::conv3d_grad_weight
+          ? ConvKernel::Direction::filter
+          : ConvKernel::Direction::forward;
+  auto kernel = std::make_unique<ConvKernel>(std::move(context), direction, transposed);
   if (Status made = kernel->create(graph, node); !made.is_ok()) {
     return Status::error("node '" + node.name + "': " + made.message());
   }

@@ -184,16 +184,16 @@ class GpuDevice final : public Device {
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(data), free_pinned);
   }
   Status to_device(void* device, const void* host, size_t bytes) const override {
-    MEMFIT_CUDA_CALL(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, compute_));
+    MEMFIT_CUDA_CALL(cudaMemcpyAsync(device, host, bytes, cudaMemcpyDefault, compute_));
     return synchronize();
   }
   Status to_host(void* host, const void* device, size_t bytes) const override {
-    MEMFIT_CUDA_CALL(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_));
+    MEMFIT_CUDA_CALL(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDefault, compute_));
     return synchronize();
   }
   Status within(void* to, const void* from, size_t bytes) const override {
     if (to == from || bytes == 0) return Status::ok();
-    MEMFIT_CUDA_CALL(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, compute_));
+    MEMFIT_CUDA_CALL(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, compute_));
     return Status::ok();
   }
   Status poison(void* device, size_t bytes) const override {

@@ -1,0 +1,39 @@
+// What the cuda backend's kernel files share (cuda_kernels.cpp and the
+// per-area files beside it): LaunchKernel, a kernel that only launches what
+// its node fixed, and typed views of a kernel's arguments.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "backends/cuda/cuda_kernels.h"
+
+namespace memfit::cuda {
+
+// A kernel that calls `launch` with its arguments and the context's stream;
+// the launch captures what the node fixed (shapes, attributes) by value.
+class LaunchKernel final : public Kernel {
+ public:
+  using Launch = std::function<void(const KernelArgs&, void* stream)>;
+  LaunchKernel(std::shared_ptr<const Context> context, Launch launch, size_t workspace_bytes = 0)
+      : context_(std::move(context)), launch_(std::move(launch)), workspace_(workspace_bytes) {}
+  size_t workspace_bytes() const override { return workspace_; }
+  void run(const KernelArgs& args) override { launch_(args, context_->stream); }
+
+ private:
+  std::shared_ptr<const Context> context_;
+  Launch launch_;
+  size_t workspace_;
+};
+
+inline const float* in(const KernelArgs& args, size_t i) {
+  return static_cast<const float*>(args.inputs[i]);
+}
+inline float* out(const KernelArgs& args, size_t i) { return static_cast<float*>(args.outputs[i]); }
+
+// Whether every input is f32 but input `i32_input` (i32), and every output f32.
+bool all_f32(const Graph& graph, const Node& node, int i32_input = -1);
+
+}  // namespace memfit::cuda
