@@ -63,28 +63,31 @@ for model in mlp lenet; do
       --backend "$backend" > "$out/train_${model}_$backend.txt" 2>&1 || status=1
   done
 done
-if [ "${SWEEP:-1}" != 0 ]; then
-  "$here/bin/gpu_resnet50.sh" "$here/bin/memfit" "$out/resnet50" > "$out/resnet50.txt" 2>&1 || status=1
-fi
-# Out-of-bounds accesses and races in every kernel's examples, where the
-# machine lets compute-sanitizer run.
-if command -v compute-sanitizer > /dev/null && [ "${MEMCHECK:-1}" != 0 ]; then
-  timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$here/bin/op_backend_test" \
-    --gtest_filter='*CudaMatchesReference*' > "$out/memcheck.txt" 2>&1 || status=1
-fi
+# The tests' summary now (stdout and summary.txt), so that it comes back
+# even if the sweep runs out of time.
 {
   cat "$out/gpu.txt"
   for f in cuda_device_test cuda_backend_test op_backend_test; do
     echo "== $f"; grep -E '^\[==========\] .* ran|^\[  PASSED  \] [0-9]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \]' "$out/$f.txt"
   done
   for f in "$out"/train_*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done
-  [ -f "$out/resnet50.txt" ] && { echo "== resnet50"; cat "$out/resnet50.txt"; }
-  [ -f "$out/memcheck.txt" ] && { echo "== memcheck"; tail -3 "$out/memcheck.txt"; }
-} > "$out/summary.txt"
+} | tee "$out/summary.txt"
 mkdir -p "$dest"
-cp "$out/summary.txt" "$dest/"
-tar -czf "$dest/details.tar.gz" -C "$out" .
-cat "$out/summary.txt"
+pack() { cp "$out/summary.txt" "$dest/"; tar -czf "$dest/details.tar.gz" -C "$out" .; }
+pack
+if [ "${SWEEP:-1}" != 0 ]; then
+  echo "== resnet50" | tee -a "$out/summary.txt"
+  "$here/bin/gpu_resnet50.sh" "$here/bin/memfit" "$out/resnet50" 2>&1 | tee -a "$out/summary.txt" || status=1
+  pack
+fi
+# Out-of-bounds accesses and races in every kernel's examples, where the
+# machine lets compute-sanitizer run.
+if command -v compute-sanitizer > /dev/null && [ "${MEMCHECK:-1}" != 0 ]; then
+  timeout 150 compute-sanitizer --tool memcheck --print-limit 20 "$here/bin/op_backend_test" \
+    --gtest_filter='*CudaMatchesReference*' > "$out/memcheck.txt" 2>&1 || status=1
+  { echo "== memcheck"; tail -3 "$out/memcheck.txt"; } | tee -a "$out/summary.txt"
+  pack
+fi
 exit $status
 RUN
 chmod +x "$stage/run.sh"

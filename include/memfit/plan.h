@@ -46,7 +46,7 @@ struct PlanReport {
   // What the plan depends on besides the graph: a plan is valid for the
   // machine it was made on (oneDNN picks kernels and workspaces by ISA and
   // thread count).
-  std::string backend;  // cpu or reference
+  std::string backend;  // cpu, reference or cuda
   std::string isa;      // the instruction set oneDNN's kernels use ("none" for reference)
   int threads = 0;      // the threads the kernels were made for
   // The blocked layout of convolution networks' values ("plain": none), how

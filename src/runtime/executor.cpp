@@ -337,7 +337,13 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
         for (const Slice& slice : dead_after_[n]) copies_->poison(at(slice), slice.bytes);
       } else {
         for (const Slice& slice : dead_after_[n]) {
-          if (failed.is_ok()) failed = poison(slice);
+          // A copy into or out of a host slice may still run (on a GPU the
+          // compute stream, not the host, waits for it): after it, in order.
+          if (slice.pool == Pool::host && copies_) {
+            copies_->poison(at(slice), slice.bytes);
+          } else if (failed.is_ok()) {
+            failed = poison(slice);
+          }
         }
       }
     }

@@ -52,7 +52,8 @@ bool built_with_cuda() { return true; }
 Result<DeviceInfo> device_info(int index) {
   int count = 0;
   if (const cudaError_t error = cudaGetDeviceCount(&count); error != cudaSuccess) {
-    return Status::error(std::string("no CUDA GPU: cudaGetDeviceCount says: ") + cudaGetErrorString(error));
+    return Status::error(std::string("no CUDA GPU: cudaGetDeviceCount says: ") +
+                         cudaGetErrorString(error));
   }
   if (count == 0) return Status::error("no CUDA GPU: cudaGetDeviceCount found none");
   if (index < 0 || index >= count) {
@@ -113,12 +114,14 @@ CopyStream::~CopyStream() {
 }
 
 Status CopyStream::to_device(void* device, const void* host, size_t bytes) {
-  MEMFIT_CUDA_CALL(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, as_stream(stream_)));
+  MEMFIT_CUDA_CALL(
+      cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, as_stream(stream_)));
   return Status::ok();
 }
 
 Status CopyStream::to_host(void* host, const void* device, size_t bytes) {
-  MEMFIT_CUDA_CALL(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, as_stream(stream_)));
+  MEMFIT_CUDA_CALL(
+      cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, as_stream(stream_)));
   return Status::ok();
 }
 
@@ -179,7 +182,9 @@ Result<double> measure_link_gbps(size_t bytes, int repeats) {
 #endif  // MEMFIT_HAVE_CUDA
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : kind_(other.kind_), data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : kind_(other.kind_),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -197,14 +202,14 @@ std::string describe(const DeviceInfo& info) {
                             std::to_string(info.cudnn_version % 10000 / 100) + "." +
                             std::to_string(info.cudnn_version % 100);
   char text[256];
-  std::snprintf(text, sizeof text,
-                "%s, compute capability %d.%d, %.1f GiB (%.1f GiB free), CUDA runtime %d.%d, driver "
-                "%d.%d, cuDNN %s and cuBLAS %d (their headers)",
-                info.name.c_str(), info.major, info.minor,
-                static_cast<double>(info.memory_bytes) / (1 << 30),
-                static_cast<double>(info.free_bytes) / (1 << 30), info.runtime_version / 1000,
-                info.runtime_version % 1000 / 10, info.driver_version / 1000,
-                info.driver_version % 1000 / 10, cudnn.c_str(), info.cublas_version);
+  std::snprintf(
+      text, sizeof text,
+      "%s, compute capability %d.%d, %.1f GiB (%.1f GiB free), CUDA runtime %d.%d, driver "
+      "%d.%d, cuDNN %s and cuBLAS %d (their headers)",
+      info.name.c_str(), info.major, info.minor, static_cast<double>(info.memory_bytes) / (1 << 30),
+      static_cast<double>(info.free_bytes) / (1 << 30), info.runtime_version / 1000,
+      info.runtime_version % 1000 / 10, info.driver_version / 1000, info.driver_version % 1000 / 10,
+      cudnn.c_str(), info.cublas_version);
   return text;
 }
 

@@ -84,8 +84,8 @@ class CopyStream {
 
  private:
   CopyStream() = default;
-  void* stream_ = nullptr;         // cudaStream_t
-  std::vector<void*> events_;      // cudaEvent_t
+  void* stream_ = nullptr;     // cudaStream_t
+  std::vector<void*> events_;  // cudaEvent_t
 };
 
 // GPU `index` as the executor's Device (runtime/device.h): the arena in

@@ -21,6 +21,8 @@
 #include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_launch.h"
 #include "backends/cuda/cuda_norm.h"
+#include "backends/cuda/cuda_sequence.h"
+#include "backends/cuda/cuda_shape.h"
 #include "backends/cuda/launch_kernel.h"
 
 namespace memfit::cuda {
@@ -101,6 +103,8 @@ BroadcastShape broadcast_shape(const memfit::Shape& a, const memfit::Shape& b,
   return shape;
 }
 
+}  // namespace
+
 bool plain(const Graph& graph, const Node& node) {
   for (const auto* list : {&node.inputs, &node.outputs}) {
     for (ValueId v : *list) {
@@ -109,8 +113,6 @@ bool plain(const Graph& graph, const Node& node) {
   }
   return true;
 }
-
-}  // namespace
 
 bool all_f32(const Graph& graph, const Node& node, int i32_input) {
   for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -125,7 +127,10 @@ bool all_f32(const Graph& graph, const Node& node, int i32_input) {
 
 bool has_kernel(const Graph& graph, const Node& node) {
   if (!plain(graph, node)) return false;
-  if (conv_has_kernel(graph, node) || norm_has_kernel(graph, node)) return true;
+  if (conv_has_kernel(graph, node) || norm_has_kernel(graph, node) ||
+      shape_has_kernel(graph, node) || sequence_has_kernel(graph, node)) {
+    return true;
+  }
   switch (node.op) {
     case OpKind::fill:
     case OpKind::max_pool2d:
@@ -187,10 +192,14 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
   }
   if (conv_has_kernel(graph, node)) return make_conv_kernel(graph, node, std::move(context));
   if (norm_has_kernel(graph, node)) return make_norm_kernel(graph, node, std::move(context));
+  if (shape_has_kernel(graph, node)) return make_shape_kernel(graph, node, std::move(context));
+  if (sequence_has_kernel(graph, node)) {
+    return make_sequence_kernel(graph, node, std::move(context));
+  }
   if (node.op == OpKind::matmul || node.op == OpKind::linear || node.op == OpKind::linear_relu) {
     return make_product_kernel(graph, node, std::move(context));
   }
-  const int64_t count = graph.value(node.outputs[0]).elements();
+  const int64_t count = node.outputs.empty() ? 0 : graph.value(node.outputs[0]).elements();
   const auto pool = [](Pool kind, bool gradient, const PoolShape& shape) {
     return [kind, gradient, shape](const KernelArgs& a, void* stream) {
       if (gradient) {
