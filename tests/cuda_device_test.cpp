@@ -34,6 +34,16 @@ TEST(CudaDevice, DescribesTheGpu) {
   EXPECT_GE(info->cudnn_version, 90000u);
   EXPECT_GT(info->cublas_version, 0);
   EXPECT_NE(cuda::describe(*info).find(info->name), std::string::npos);
+  // The roofline's machine: a GPU's peaks are in the TFLOP/s and
+  // hundreds of GB/s, far above the cpu's defaults.
+  EXPECT_GT(info->multiprocessors, 0);
+  EXPECT_GT(info->clock_hz, 5e8);
+  EXPECT_GT(info->memory_bytes_per_second, 1e11);
+  auto backend = make_cuda_backend();
+  ASSERT_TRUE(backend) << backend.message();
+  const MachineSpec machine = (*backend)->roofline_machine();
+  EXPECT_GT(machine.flops_per_second, 1e12);
+  EXPECT_EQ(machine.bytes_per_second, info->memory_bytes_per_second);
 }
 
 TEST(CudaDevice, CopiesComeBackBitForBit) {

@@ -38,15 +38,8 @@ namespace memfit {
 // Predicted seconds of one node of `graph`.
 using NodeSeconds = std::function<double(const Graph& graph, const Node& node)>;
 
-// The machine the roofline estimate assumes. The defaults are one core of a
-// 2-core shared x86 VM with AVX2 as measured orders of magnitude, not a
-// datasheet: 20 GFLOP/s, 5 GB/s of memory traffic, 2 microseconds per kernel.
-struct MachineSpec {
-  double flops_per_second = 20e9;
-  double bytes_per_second = 5e9;
-  double launch_seconds = 2e-6;
-};
-
+// The roofline estimate of a node on `spec` (runtime/kernel.h): a backend
+// gives its own (Backend::roofline_machine).
 double roofline_seconds(const Graph& graph, const Node& node, const MachineSpec& spec = {});
 NodeSeconds roofline_cost(const MachineSpec& spec = {});
 

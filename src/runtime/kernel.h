@@ -66,6 +66,17 @@ struct BlockedOperands {
   uint32_t weight_outputs = 0;
 };
 
+// The machine a roofline estimate of node times assumes (cost/cost_model.h):
+// a backend's peak arithmetic and memory rates and its cost per kernel. The
+// defaults are one core of a 2-core shared x86 VM with AVX2 as measured
+// orders of magnitude, not a datasheet: 20 GFLOP/s, 5 GB/s of memory
+// traffic, 2 microseconds per kernel.
+struct MachineSpec {
+  double flops_per_second = 20e9;
+  double bytes_per_second = 5e9;
+  double launch_seconds = 2e-6;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -89,6 +100,8 @@ class Backend {
   // The device's link to host memory in GB/s as measured when the backend
   // was made, for the cost model of swapping; 0: none measured (the host).
   virtual double link_gbps() const { return 0; }
+  // The machine the roofline cost model assumes for its kernels.
+  virtual MachineSpec roofline_machine() const { return {}; }
 };
 
 // Plain loops for every op: the oracle.

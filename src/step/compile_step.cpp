@@ -56,7 +56,7 @@ Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
 }
 
 NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model) {
-  if (model == CostModel::roofline) return roofline_cost();
+  if (model == CostModel::roofline) return roofline_cost(backend.roofline_machine());
   return MeasuredCosts::measure(step, backend, 3).as_function();
 }
 

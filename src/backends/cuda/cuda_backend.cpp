@@ -36,6 +36,15 @@ class CudaBackend final : public Backend {
   }
   std::shared_ptr<const Device> device() const override { return context_->device; }
   double link_gbps() const override { return link_gbps_; }
+  // The GPU's peaks: FP32 lanes (64 per multiprocessor on compute
+  // capability 8.0, 128 on the others since) x 2 (a fused multiply-add) x
+  // clock, the memory's bandwidth, 5 microseconds per kernel.
+  MachineSpec roofline_machine() const override {
+    const int lanes = info_.major == 8 && info_.minor == 0 ? 64 : 128;
+    return {.flops_per_second = info_.multiprocessors * lanes * 2.0 * info_.clock_hz,
+            .bytes_per_second = info_.memory_bytes_per_second,
+            .launch_seconds = 5e-6};
+  }
 
  private:
   cuda::DeviceInfo info_;

@@ -69,6 +69,14 @@ Result<DeviceInfo> device_info(int index) {
   info.major = props.major;
   info.minor = props.minor;
   info.memory_bytes = props.totalGlobalMem;
+  int clock_khz = 0, memory_clock_khz = 0, bus_bits = 0;
+  MEMFIT_CUDA_CALL(
+      cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, index));
+  MEMFIT_CUDA_CALL(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, index));
+  MEMFIT_CUDA_CALL(cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, index));
+  MEMFIT_CUDA_CALL(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index));
+  info.clock_hz = clock_khz * 1e3;
+  info.memory_bytes_per_second = 2.0 * memory_clock_khz * 1e3 * bus_bits / 8.0;
   size_t free = 0, total = 0;
   MEMFIT_CUDA_CALL(cudaMemGetInfo(&free, &total));
   info.free_bytes = free;

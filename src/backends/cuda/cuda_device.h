@@ -25,7 +25,10 @@ struct DeviceInfo {
   int major = 0, minor = 0;  // compute capability
   size_t memory_bytes = 0;   // the device's global memory
   size_t free_bytes = 0;     // free now
-  int runtime_version = 0;   // CUDA runtime, e.g. 13000
+  int multiprocessors = 0;
+  double clock_hz = 0;                 // the multiprocessors' peak clock
+  double memory_bytes_per_second = 0;  // peak: 2 (DDR) x memory clock x bus width
+  int runtime_version = 0;             // CUDA runtime, e.g. 13000
   int driver_version = 0;
   // The cuDNN and cuBLAS this memfit was compiled against (their headers'
   // CUDNN_VERSION and CUBLAS_VERSION, e.g. 91900 and 130100); the libraries
