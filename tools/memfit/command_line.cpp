@@ -250,8 +250,8 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
       ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--backend", spec.backend,
-                  "cpu (oneDNN), reference (plain loops) or cuda (an NVIDIA GPU; kernels for "
-                  "some ops so far, the mlp's among them): whose kernels, layouts and workspaces")
+                  "cpu (oneDNN), reference (plain loops) or cuda (an NVIDIA GPU: cuDNN, cuBLAS "
+                  "and memfit's own kernels, one rank): whose kernels, layouts and workspaces")
       ->check(CLI::IsMember({"cpu", "reference", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--threads", spec.threads,
