@@ -325,3 +325,17 @@ Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node&
 }  // namespace memfit::cuda
 
 #endif  // MEMFIT_HAVE_CUDA
+
+#ifndef MEMFIT_HAVE_CUDA  // without CUDA: no backend is made, so no convolution is asked for
+
+namespace memfit::cuda {
+
+bool conv_has_kernel(const Graph&, const Node&) { return false; }
+Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph&, const Node&,
+                                                 std::shared_ptr<const Context>) {
+  return Status::error("this memfit was built without CUDA");
+}
+
+}  // namespace memfit::cuda
+
+#endif  // MEMFIT_HAVE_CUDA
