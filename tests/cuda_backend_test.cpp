@@ -1,11 +1,13 @@
-// Which ops the cuda backend has kernels for, and which nodes of the zoo's
-// training steps it has none for yet (wherever CUDA is built); and the
-// backend on a GPU (skipped without one, saying why): the step of every zoo
-// model it covers (SGD and AdamW; the deep ResNets aside, whose steps no two
-// implementations give alike) matches the cpu backend's within float
-// tolerance and gives the same bits twice; a step peaks at exactly the
-// planned arena and gives the same bits with swapping and recomputation as
-// without; a model with an op it has no kernel for is refused, naming the op.
+// Which ops the cuda backend has kernels for, and that every node of the
+// zoo's training steps has one (wherever CUDA is built); and the backend on a
+// GPU (skipped without one, saying why):
+// - every zoo model's step (SGD and AdamW; the deep ResNets aside, whose steps
+//   no two implementations give alike) matches the cpu backend's within
+//   float tolerance and gives the same bits twice;
+// - a step peaks at exactly the planned arena, also with --fastest-kernels,
+//   whose losses stay within TF32's rounding of the deterministic step's;
+// - swapping, recomputation and accumulation give the plain step's bits;
+// - a node it has no kernel for is refused, naming the op.
 #include "backends/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
@@ -233,6 +235,35 @@ TEST(CudaBackend, TechniquesGiveTheSameBits) {
     StepSpec accumulated = zoo_spec(model, "cuda");
     accumulated.accumulate = 2;
     EXPECT_EQ(testing::run_verified_step(accumulated).losses.size(), 2u) << what;
+  }
+}
+
+// With --fastest-kernels (cuDNN's and cuBLAS's fastest algorithms, TF32
+// tensor cores included), steps of the convolution and product models still
+// peak at their planned arena, and their losses stay within TF32's rounding
+// (1e-2) of the deterministic FP32 step's.
+TEST(CudaBackend, FastestKernelsKeepThePlan) {
+  REQUIRE_CUDA_BACKEND();
+  for (const ModelOptions& model : testing::tiny_zoo()) {
+    if (model.name != "lenet" && model.name != "mlp" && model.name != "resnet-cifar" &&
+        model.name != "resnet18") {
+      continue;
+    }
+    StepSpec fastest = zoo_spec(model, "cuda");
+    fastest.fastest_kernels = true;
+    const testing::StepRun fast = testing::run_verified_step(fastest);
+    const testing::StepRun exact = testing::run_verified_step(zoo_spec(model, "cuda"));
+    ASSERT_EQ(fast.losses.size(), exact.losses.size()) << model.name;
+    for (size_t i = 0; i < fast.losses.size(); ++i) {
+      EXPECT_NEAR(fast.losses[i], exact.losses[i], 1e-2 * std::abs(exact.losses[i])) << model.name;
+    }
+    auto program = TrainingProgram::create(fastest, 1, true);
+    ASSERT_TRUE(program) << program.message();
+    StateStore state;
+    (*program)->init_state(state, 7);
+    testing::run_synthetic_micro_batches(**program, 1, state);
+    EXPECT_EQ((*program)->high_water_bytes(), (*program)->step_executable().plan().arena_bytes)
+        << model.name;
   }
 }
 

@@ -29,8 +29,12 @@ struct StepSpec {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t accumulate = 1;                  // micro-batches per optimizer step
   OptimizerConfig optimizer;               // lr 0: the optimizer's default
-  std::string backend = "cpu";  // cpu (oneDNN), reference (plain loops) or cuda (a GPU; the
-                                // ops it has kernels for so far: src/backends/cuda/)
+  std::string backend = "cpu";             // cpu (oneDNN), reference (plain loops) or cuda (a GPU:
+                                // cuDNN, cuBLAS and memfit's own kernels, src/backends/cuda/)
+  // cuda: cuDNN's and cuBLAS's fastest algorithms (TF32 tensor cores where
+  // the GPU has them, not deterministic); false: the first deterministic
+  // FP32 algorithm, so a step gives the same bits every time.
+  bool fastest_kernels = false;
   int threads = 0;  // threads of the cpu backend, whose oneDNN workspaces depend on them; 0:
                     // one per core
 
@@ -46,7 +50,7 @@ struct StepSpec {
   // reorder nodes where they meet other ops (assign_layouts); false: all plain.
   bool blocked_layouts = true;
   std::optional<Recompute> recompute;  // nullopt: none, or the policy's default (budget)
-  bool mirror = false;  // also recompute cheap ops for each backward reader (any strategy)
+  bool mirror = false;       // also recompute cheap ops for each backward reader (any strategy)
   std::optional<Swap> swap;  // nullopt: none, or the policy's default (budget)
   TflmsOptions tflms;        // --swap tflms: its knobs (others: the defaults)
   // The node times that optimal, milp and auto minimize and plans predict.
@@ -57,18 +61,18 @@ struct StepSpec {
   CostModel cost = CostModel::roofline;
   double milp_seconds = 30;  // milp: CBC's time limit, in all
   size_t budget = 0;         // the largest step arena allowed; 0: no limit
-  double link_gbps = 0;  // the host link in GB/s: the copy engine runs no faster, and the swap
-                         // policies plan with it; 0: the backend's measured link (cuda),
-                         // else unlimited, planned as 10
+  double link_gbps = 0;      // the host link in GB/s: the copy engine runs no faster, and the swap
+                             // policies plan with it; 0: the backend's measured link (cuda),
+                             // else unlimited, planned as 10
 
   // Data parallelism (src/passes/all_reduce.h). `ranks` processes each run
   // this step on their own model.batch rows, with the loss scaled by
   // 1 / (ranks * accumulate); gradients are summed over the ranks in buckets
   // of bucket_mb MB (1e6 bytes), started as the backward pass completes each.
-  int64_t ranks = 1;        // 1: no communication
-  double bucket_mb = 25;    // as PyTorch's DistributedDataParallel
-  double comm_gbps = 0;     // the network per rank in GB/s: the communication thread runs no
-                            // faster, and plans predict with it; 0: unlimited, predicted as 10
+  int64_t ranks = 1;          // 1: no communication
+  double bucket_mb = 25;      // as PyTorch's DistributedDataParallel
+  double comm_gbps = 0;       // the network per rank in GB/s: the communication thread runs no
+                              // faster, and plans predict with it; 0: unlimited, predicted as 10
   Shard shard = Shard::none;  // with ranks > 1; one optimizer for all parameters, accumulate 1
 };
 
@@ -90,9 +94,9 @@ Result<Techniques> resolve_techniques(const StepSpec& spec);
 
 // Every setting of `spec` checked, with a message that names the flag:
 // batch and accumulate at least 1, threads not negative, a known backend, a
-// learning rate not negative, the TFLMS knobs in range, a positive milp time
-// limit, a link not negative, ranks at least 1, a bucket size and a network
-// not negative, no --shard with --accumulate, and resolve_techniques.
+// learning rate not negative, --fastest-kernels only on cuda, the TFLMS knobs in range, a positive
+// milp time limit, a link not negative, ranks at least 1, a bucket size and a network not negative,
+// no --shard with --accumulate, and resolve_techniques.
 Status check_step_spec(const StepSpec& spec);
 
 // The flags that give `t` ("--policy auto", "--recompute sqrt --mirror --swap budget").

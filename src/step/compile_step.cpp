@@ -12,10 +12,11 @@
 
 namespace memfit {
 
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads) {
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
+                                              bool fastest_kernels) {
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "reference") return make_reference_backend();
-  if (name == "cuda") return make_cuda_backend();
+  if (name == "cuda") return make_cuda_backend(0, fastest_kernels);
   return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
 }
 
@@ -46,8 +47,9 @@ Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
   MEMFIT_ASSIGN_OR_RETURN(Model model, make_model(options, true));
   if (fuse) model = fused_model(std::move(model));
   Graph& g = model.graph;
-  MEMFIT_ASSIGN_OR_RETURN(auto grads, append_gradients(g, model.loss, model.params,
-                                                       1.0f / static_cast<float>(accumulate * ranks)));
+  MEMFIT_ASSIGN_OR_RETURN(
+      auto grads,
+      append_gradients(g, model.loss, model.params, 1.0f / static_cast<float>(accumulate * ranks)));
   MEMFIT_RETURN_IF_ERROR(append_optimizer(g, model.params, grads, optimizer, mode));
   Graph pruned = remove_dead_nodes(g);
   MEMFIT_RETURN_IF_ERROR(verify_graph(pruned));
@@ -64,17 +66,16 @@ PlanGraph step_planner(const Backend& backend, bool share, const StateBand& band
   auto workspaces = std::make_shared<WorkspaceSizes>(backend);
   return [&backend, share, band, workspaces](Graph graph) -> Result<PlannedGraph> {
     MEMFIT_ASSIGN_OR_RETURN(std::vector<size_t> workspace_bytes, workspaces->of(graph));
-    MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned,
-                            plan_on_backend(std::move(graph), backend, std::move(workspace_bytes),
-                                            share, 0, band));
+    MEMFIT_ASSIGN_OR_RETURN(
+        BackendPlan planned,
+        plan_on_backend(std::move(graph), backend, std::move(workspace_bytes), share, 0, band));
     return PlannedGraph{std::move(planned.graph), std::move(planned.sizes.value_bytes),
                         std::move(planned.plan)};
   };
 }
 
 Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,
-                                         const TflmsOptions& tflms,
-                                         const PolicyContext& context) {
+                                         const TflmsOptions& tflms, const PolicyContext& context) {
   RewrittenStep result;
   if (techniques.automatic) {
     MEMFIT_ASSIGN_OR_RETURN(AutoGraph chosen, auto_step_graph(std::move(step), context));
@@ -84,9 +85,9 @@ Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& technique
     result.automatic = std::move(chosen.summary);
     return result;
   }
-  MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                          recompute_step_graph(std::move(step), techniques.recompute, context,
-                                               techniques.mirror));
+  MEMFIT_ASSIGN_OR_RETURN(
+      RecomputedGraph recomputed,
+      recompute_step_graph(std::move(step), techniques.recompute, context, techniques.mirror));
   result.recompute = recomputed.summary;
   MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
                                                                 techniques.swap, context, tflms));
@@ -101,16 +102,19 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
   step.spec = spec;
   MEMFIT_ASSIGN_OR_RETURN(step.techniques, resolve_techniques(spec));
   const Techniques& t = step.techniques;
-  MEMFIT_ASSIGN_OR_RETURN(step.backend, make_backend(spec.backend, spec.threads));
+  MEMFIT_ASSIGN_OR_RETURN(step.backend,
+                          make_backend(spec.backend, spec.threads, spec.fastest_kernels));
   // Without --link-gbps, the swap policies and the prediction take the
   // device's measured host link (the cuda backend's; none on the host).
   if (step.spec.link_gbps == 0) step.spec.link_gbps = step.backend->link_gbps();
-  const UpdateMode mode = spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
+  const UpdateMode mode =
+      spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
   // A step graph in `mode`, its gradient sums fused and its layouts assigned.
-  const auto laid_out = [&](UpdateMode mode, Model* model, LayoutSummary* layouts) -> Result<Graph> {
-    MEMFIT_ASSIGN_OR_RETURN(Graph built, build_step_graph(spec.model, spec.accumulate,
-                                                          spec.optimizer, mode, model, spec.fuse,
-                                                          spec.ranks));
+  const auto laid_out = [&](UpdateMode mode, Model* model,
+                            LayoutSummary* layouts) -> Result<Graph> {
+    MEMFIT_ASSIGN_OR_RETURN(
+        Graph built, build_step_graph(spec.model, spec.accumulate, spec.optimizer, mode, model,
+                                      spec.fuse, spec.ranks));
     if (spec.fuse) built = fuse_gradient_sums(built);
     if (spec.blocked_layouts) return assign_layouts(built, *step.backend, layouts);
     return built;
@@ -164,13 +168,14 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
     apply_exec.comm = build.comm;
     apply_exec.comm_gbps = spec.comm_gbps;
   }
-  MEMFIT_ASSIGN_OR_RETURN(step.apply, Executable::prepare(std::move(step.rewritten.graph),
-                                                          *step.backend, apply_exec));
+  MEMFIT_ASSIGN_OR_RETURN(
+      step.apply, Executable::prepare(std::move(step.rewritten.graph), *step.backend, apply_exec));
   if (build.accumulate_only && spec.accumulate > 1) {
     MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
                             rewrite_step_graph(std::move(acc), t, spec.tflms, context));
-    MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only, Executable::prepare(std::move(rewritten_acc.graph),
-                                                                      *step.backend, exec));
+    MEMFIT_ASSIGN_OR_RETURN(
+        step.accumulate_only,
+        Executable::prepare(std::move(rewritten_acc.graph), *step.backend, exec));
   }
   return step;
 }

@@ -30,13 +30,13 @@
 
 #include "autodiff/autodiff.h"
 #include "memfit/step.h"
-#include "passes/assign_layouts.h"
 #include "passes/all_reduce.h"
+#include "passes/assign_layouts.h"
 #include "passes/auto_policy.h"
-#include "passes/zero_shard.h"
 #include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
 #include "passes/swap_policy.h"
+#include "passes/zero_shard.h"
 #include "runtime/executor.h"
 
 namespace memfit {
@@ -66,12 +66,12 @@ struct CompiledStep {
   // accumulators, running statistics) with its shape, in the order the step
   // graph was built: the order of checkpoints.
   std::vector<std::pair<std::string, Shape>> persistent;
-  LayoutSummary layouts;    // what assign_layouts did to the step that applies the update
-  RewrittenStep rewritten;  // the summaries of the step that applies the update (graph moved)
+  LayoutSummary layouts;        // what assign_layouts did to the step that applies the update
+  RewrittenStep rewritten;      // the summaries of the step that applies the update (graph moved)
   AllReduceSummary all_reduce;  // its buckets (ranks > 1)
   ShardSummary zero;            // what sharding did (ranks > 1, a shard other than none)
-  NodeSeconds seconds;      // the cost model's node times
-  double forward_seconds = 0;  // the forward nodes' predicted seconds before any rewrite
+  NodeSeconds seconds;          // the cost model's node times
+  double forward_seconds = 0;   // the forward nodes' predicted seconds before any rewrite
   std::unique_ptr<Executable> apply;            // prepared: applies the update
   std::unique_ptr<Executable> accumulate_only;  // prepared, when asked and accumulate > 1
 };
@@ -79,7 +79,8 @@ struct CompiledStep {
 Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build = {});
 
 // The backend called `name` (cpu or reference), or an error naming both.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads);
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
+                                              bool fastest_kernels = false);
 
 // One step graph as step 3 builds it, in `mode`; `model_out` (may be null)
 // receives the model. `fuse`: the forward ops fused first (fuse_forward_ops).
@@ -99,7 +100,6 @@ PlanGraph step_planner(const Backend& backend, bool share, const StateBand& band
 
 // Step 5 alone: `step` rewritten by `techniques` under `context`.
 Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,
-                                         const TflmsOptions& tflms,
-                                         const PolicyContext& context);
+                                         const TflmsOptions& tflms, const PolicyContext& context);
 
 }  // namespace memfit

@@ -87,6 +87,11 @@ Status check_step_spec(const StepSpec& spec) {
   if (spec.backend != "cpu" && spec.backend != "reference" && spec.backend != "cuda") {
     return Status::error("unknown backend '" + spec.backend + "'; use cpu, reference or cuda");
   }
+  if (spec.fastest_kernels && spec.backend != "cuda") {
+    return Status::error(
+        "--fastest-kernels chooses cuDNN's and cuBLAS's algorithms: it needs "
+        "--backend cuda");
+  }
   if (spec.optimizer.lr < 0.0f || std::isnan(spec.optimizer.lr)) {
     return Status::error("--lr must be positive");
   }
@@ -102,8 +107,9 @@ Status check_step_spec(const StepSpec& spec) {
     return Status::error("--comm-gbps must not be negative (0: unlimited)");
   }
   if (spec.shard != Shard::none && spec.accumulate > 1) {
-    return Status::error("--shard does not combine with --accumulate yet: accumulate on every "
-                         "rank with --shard none, or shard with --accumulate 1");
+    return Status::error(
+        "--shard does not combine with --accumulate yet: accumulate on every "
+        "rank with --shard none, or shard with --accumulate 1");
   }
   MEMFIT_RETURN_IF_ERROR(check_tflms_options(spec.tflms));
   return resolve_techniques(spec).status();

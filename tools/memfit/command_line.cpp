@@ -3,23 +3,22 @@
 #include "tools/memfit/command_line.h"
 
 #include <CLI/CLI.hpp>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <utility>
 
+#include "core/output_path.h"
 #include "memfit/builder.h"
 #include "memfit/bytes.h"
 #include "memfit/dist.h"
 #include "memfit/step.h"
-#include "core/output_path.h"
 
 namespace memfit::cli {
 namespace {
@@ -44,7 +43,8 @@ CLI::Option* add_named(CLI::App* cmd, const std::string& flag, Enum& target,
                        const std::string& help) {
   return cmd
       ->add_option_function<std::string>(
-          flag, [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
+          flag,
+          [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
           help)
       ->check(name_validator<Enum>())
       ->default_str(std::string(memfit::name_of(target)));
@@ -54,7 +54,8 @@ CLI::Option* add_named(CLI::App* cmd, const std::string& flag, std::optional<Enu
                        const std::string& help) {
   return cmd
       ->add_option_function<std::string>(
-          flag, [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
+          flag,
+          [&target](const std::string& text) { target = memfit::parse_name<Enum>(text).value(); },
           help)
       ->check(name_validator<Enum>());
 }
@@ -244,7 +245,8 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   using Kind = memfit::OptimizerConfig::Kind;
   char lr_help[96];
   std::snprintf(lr_help, sizeof lr_help, "learning rate (default: %g for sgd, %g for adamw)",
-                memfit::default_learning_rate(Kind::sgd), memfit::default_learning_rate(Kind::adamw));
+                memfit::default_learning_rate(Kind::sgd),
+                memfit::default_learning_rate(Kind::adamw));
   cmd->add_option("--lr", spec.optimizer.lr, lr_help)->check(kPositive);
   cmd->add_option("--weight-decay", spec.optimizer.weight_decay, "weight decay")
       ->check(kNonNegative)
@@ -254,6 +256,10 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
                   "and memfit's own kernels, one rank): whose kernels, layouts and workspaces")
       ->check(CLI::IsMember({"cpu", "reference", "cuda"}))
       ->capture_default_str();
+  cmd->add_flag("--fastest-kernels", spec.fastest_kernels,
+                "--backend cuda: cuDNN's and cuBLAS's fastest algorithms (TF32 tensor cores on "
+                "Ampere and newer; steps are not bit-reproducible); default: the first "
+                "deterministic FP32 algorithm");
   cmd->add_option("--threads", spec.threads,
                   "threads of the cpu backend, whose oneDNN workspaces depend on them (plan with "
                   "the count train runs with; default: one per core)")
@@ -339,8 +345,9 @@ std::string check_combinations(CLI::App& app, Command& command) {
   CLI::App* train_cmd = app.get_subcommand("train");
   CLI::App* plan_cmd = app.get_subcommand("plan");
   CLI::App* max_cmd = app.get_subcommand("maxbatch");
-  for (auto [cmd, spec] : {std::pair{train_cmd, &command.train.step}, std::pair{plan_cmd, &command.plan.step},
-                           std::pair{max_cmd, &command.max_request.step}}) {
+  for (auto [cmd, spec] :
+       {std::pair{train_cmd, &command.train.step}, std::pair{plan_cmd, &command.plan.step},
+        std::pair{max_cmd, &command.max_request.step}}) {
     if (!cmd->parsed()) continue;
     if (cmd != train_cmd && cmd->count("--model") == 0 && cmd->count("--onnx") == 0) {
       return "give --model NAME or --onnx FILE";
@@ -369,7 +376,8 @@ std::string check_combinations(CLI::App& app, Command& command) {
 }  // namespace
 
 CommandLine::CommandLine()
-    : app_(std::make_unique<CLI::App>("memfit: train deep networks inside a fixed memory budget", "memfit")) {
+    : app_(std::make_unique<CLI::App>("memfit: train deep networks inside a fixed memory budget",
+                                      "memfit")) {
   CLI::App& app = *app_;
   Command& c = command_;
   app.require_subcommand(1);
@@ -381,7 +389,8 @@ CommandLine::CommandLine()
                       "print the report as one JSON object at the end (losses, test accuracy, "
                       "speed, arena); progress lines go to stderr");
 
-  auto* plan_cmd = app.add_subcommand("plan", "plan the memory of one training step, without running it");
+  auto* plan_cmd =
+      app.add_subcommand("plan", "plan the memory of one training step, without running it");
   add_step_flags(plan_cmd, c.plan.step);
   plan_cmd->get_option("--batch")->required();
   plan_cmd->add_flag("--json", c.plan_output.json, "print the report as one JSON object");

@@ -29,6 +29,7 @@ Result<CublasLibrary> open_cublas() {
   MEMFIT_RETURN_IF_ERROR(find(library, "cublasDestroy_v2", calls.destroy));
   MEMFIT_RETURN_IF_ERROR(find(library, "cublasSetStream_v2", calls.set_stream));
   MEMFIT_RETURN_IF_ERROR(find(library, "cublasSetWorkspace_v2", calls.set_workspace));
+  MEMFIT_RETURN_IF_ERROR(find(library, "cublasSetMathMode", calls.set_math_mode));
   MEMFIT_RETURN_IF_ERROR(find(library, "cublasSgemmStridedBatched", calls.sgemm_strided_batched));
   MEMFIT_RETURN_IF_ERROR(find(library, "cublasGetStatusString", calls.status_string));
   return calls;  // the library stays open for the rest of the process

@@ -15,6 +15,7 @@ struct CublasLibrary {
   decltype(&cublasDestroy_v2) destroy = nullptr;
   decltype(&cublasSetStream_v2) set_stream = nullptr;
   decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
   decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
 };

@@ -55,7 +55,7 @@ class CudaBackend final : public Backend {
 }  // namespace
 #endif
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device, bool fastest_kernels) {
   auto info = cuda::device_info(device);
   if (!cuda::built_with_cuda()) return Status::error("--backend cuda: " + info.message());
   if (!info) {
@@ -75,6 +75,8 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
   }
   context->blas = blas;
   cublas->set_stream(blas, static_cast<cudaStream_t>(context->stream));
+  context->fastest = fastest_kernels;
+  if (fastest_kernels) cublas->set_math_mode(blas, CUBLAS_TF32_TENSOR_OP_MATH);
   cudnnHandle_t dnn = nullptr;
   if (const cudnnStatus_t s = cudnnCreate(&dnn); s != CUDNN_STATUS_SUCCESS) {
     return Status::error(std::string("--backend cuda: cudnnCreate: ") + cudnnGetErrorString(s));

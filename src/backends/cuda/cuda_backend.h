@@ -1,6 +1,6 @@
-// The cuda backend (--backend cuda): cuBLAS and memfit's own kernels on an
-// NVIDIA GPU, in the planned device arena (cuda_device.h: make_gpu_device).
-// So far it has kernels for some ops, the mlp model's among them
+// The cuda backend (--backend cuda): cuDNN, cuBLAS and memfit's own kernels
+// on an NVIDIA GPU, in the planned device arena (cuda_device.h:
+// make_gpu_device). It has kernels for every op of the zoo's steps
 // (cuda_kernels.h: has_kernel); the executor refuses a graph with any other
 // op, naming it.
 #pragma once
@@ -16,6 +16,8 @@ namespace memfit {
 // built without CUDA; no GPU (the plan's algorithms and workspace sizes are
 // cuDNN's and cuBLAS's answers for the device, so even `memfit plan` needs
 // one); cuBLAS's library missing.
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0);
+// `fastest_kernels`: cuDNN's and cuBLAS's fastest algorithms (TF32 tensor
+// cores, not deterministic) instead of the first deterministic FP32 one.
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0, bool fastest_kernels = false);
 
 }  // namespace memfit

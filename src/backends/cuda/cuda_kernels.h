@@ -21,6 +21,9 @@ struct Context {
   void* blas = nullptr;    // cublasHandle_t
   void* dnn = nullptr;     // cudnnHandle_t
   size_t blas_workspace_bytes = 0;
+  // The libraries' fastest algorithms (TF32, not deterministic); false: the
+  // first deterministic FP32 one.
+  bool fastest = false;
   Context() = default;
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

@@ -4,7 +4,8 @@
 // gradient of the convolution that maps their output space back to their
 // input space, ops_conv_transpose.cpp). Each kernel describes its tensors
 // once, asks cuDNN for its algorithms by heuristics and takes the first that
-// is deterministic and computes in plain FP32 (CUDNN_FMA_MATH: no TF32), and
+// is deterministic and computes in plain FP32 (CUDNN_FMA_MATH: no TF32; with
+// --fastest-kernels, the first that runs, on TF32 tensor cores too), and
 // plans the workspace cuDNN says that algorithm needs. The bias, the residual
 // and relu follow the convolution (launch_bias_add_relu); the bias gradient
 // is a sum over N and space (launch_reduce_sum, in a fixed order).
@@ -49,8 +50,10 @@ struct ConvDescriptors {
     if (w != nullptr) cudnnDestroyFilterDescriptor(w);
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
   }
+  // `fastest`: cuDNN may pick any math (TF32 tensor cores too); otherwise
+  // only plain FP32 (CUDNN_FMA_MATH).
   Status create(const Shape& x_shape, const Shape& w_shape, const Shape& y_shape,
-                const ops::ConvWindow& win) {
+                const ops::ConvWindow& win, bool fastest) {
     const auto ints = [](const std::vector<int64_t>& v) {
       return std::vector<int>(v.begin(), v.end());
     };
@@ -75,7 +78,8 @@ struct ConvDescriptors {
                                                       dilation.data(), CUDNN_CROSS_CORRELATION,
                                                       CUDNN_DATA_FLOAT));
     MEMFIT_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv, static_cast<int>(win.groups)));
-    MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(
+        conv, fastest ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH));
     return Status::ok();
   }
 };
@@ -113,19 +117,23 @@ ReduceShape bias_gradient_shape(const Shape& dy) {
   return db;
 }
 
-// The first of cuDNN's heuristic choices that ran its checks, is
-// deterministic and uses plain FP32 arithmetic.
+// The first of cuDNN's heuristic choices that ran its checks and, unless
+// `fastest`, is deterministic and uses plain FP32 arithmetic; the
+// convolution's math type is set to the one it computes with.
 template <class Perf>
-Result<Perf> first_deterministic(const Perf* perf, int count, const char* what) {
+Result<Perf> choose(const Perf* perf, int count, bool fastest, cudnnConvolutionDescriptor_t conv,
+                    const char* what) {
   for (int k = 0; k < count; ++k) {
     const bool tensor_ops = perf[k].mathType == CUDNN_TENSOR_OP_MATH ||
                             perf[k].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (perf[k].status == CUDNN_STATUS_SUCCESS && perf[k].determinism == CUDNN_DETERMINISTIC &&
-        !tensor_ops) {
+    if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+    if (fastest || (perf[k].determinism == CUDNN_DETERMINISTIC && !tensor_ops)) {
+      MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(conv, perf[k].mathType));
       return perf[k];
     }
   }
-  return Status::error(std::string("cuDNN offers no deterministic FP32 algorithm for ") + what);
+  return Status::error(std::string("cuDNN offers no ") +
+                       (fastest ? "algorithm" : "deterministic FP32 algorithm") + " for " + what);
 }
 
 class ConvKernel final : public Kernel {
@@ -148,8 +156,8 @@ class ConvKernel final : public Kernel {
       inner_ = y_count_ / (y[0] * y[1]);
     };
     if (direction_ == Direction::forward) {
-      MEMFIT_RETURN_IF_ERROR(
-          d_.create(shape(node.inputs[0]), shape(node.inputs[1]), shape(node.outputs[0]), win));
+      MEMFIT_RETURN_IF_ERROR(d_.create(shape(node.inputs[0]), shape(node.inputs[1]),
+                                       shape(node.outputs[0]), win, context_->fastest));
       relu_ = node.op == OpKind::conv2d_relu;
       if (node.op == OpKind::conv2d_add) {
         residual_ = 2;
@@ -161,7 +169,8 @@ class ConvKernel final : public Kernel {
       cudnnConvolutionFwdAlgoPerf_t perf[kAsk];
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d_.x, d_.w, d_.conv, d_.y, kAsk,
                                                                &returned, perf));
-      MEMFIT_ASSIGN_OR_RETURN(auto chosen, first_deterministic(perf, returned, "the convolution"));
+      MEMFIT_ASSIGN_OR_RETURN(
+          auto chosen, choose(perf, returned, context_->fastest, d_.conv, "the convolution"));
       forward_ = chosen.algo;
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionForwardWorkspaceSize(dnn, d_.x, d_.w, d_.conv, d_.y,
                                                                 forward_, &workspace_));
@@ -169,34 +178,34 @@ class ConvKernel final : public Kernel {
     }
     if (direction_ == Direction::data) {
       if (transposed_) {  // (x, w [, b]) -> y: the data gradient of c (y-space -> x-space)
-        MEMFIT_RETURN_IF_ERROR(
-            d_.create(shape(node.outputs[0]), shape(node.inputs[1]), shape(node.inputs[0]), win));
+        MEMFIT_RETURN_IF_ERROR(d_.create(shape(node.outputs[0]), shape(node.inputs[1]),
+                                         shape(node.inputs[0]), win, context_->fastest));
         if (node.inputs.size() == 3) bias_ = 2;
         epilogue(shape(node.outputs[0]));
       } else {  // (dy, w) -> dx of attrs.shape
-        MEMFIT_RETURN_IF_ERROR(
-            d_.create(shape(node.outputs[0]), shape(node.inputs[1]), shape(node.inputs[0]), win));
+        MEMFIT_RETURN_IF_ERROR(d_.create(shape(node.outputs[0]), shape(node.inputs[1]),
+                                         shape(node.inputs[0]), win, context_->fastest));
       }
       cudnnConvolutionBwdDataAlgoPerf_t perf[kAsk];
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d_.w, d_.y, d_.conv, d_.x,
                                                                     kAsk, &returned, perf));
-      MEMFIT_ASSIGN_OR_RETURN(
-          auto chosen, first_deterministic(perf, returned, "the convolution's data gradient"));
+      MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv,
+                                                  "the convolution's data gradient"));
       data_ = chosen.algo;
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d_.w, d_.y, d_.conv, d_.x,
                                                                      data_, &workspace_));
       return Status::ok();
     }
     // (dy, x) -> dw [, db]
-    MEMFIT_RETURN_IF_ERROR(
-        d_.create(shape(node.inputs[1]), shape(node.outputs[0]), shape(node.inputs[0]), win));
+    MEMFIT_RETURN_IF_ERROR(d_.create(shape(node.inputs[1]), shape(node.outputs[0]),
+                                     shape(node.inputs[0]), win, context_->fastest));
     bias_gradient_ = node.outputs.size() == 2;
     if (bias_gradient_) db_ = bias_gradient_shape(shape(node.inputs[0]));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kAsk];
     MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d_.x, d_.y, d_.conv, d_.w,
                                                                     kAsk, &returned, perf));
-    MEMFIT_ASSIGN_OR_RETURN(
-        auto chosen, first_deterministic(perf, returned, "the convolution's weight gradient"));
+    MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv,
+                                                "the convolution's weight gradient"));
     filter_ = chosen.algo;
     MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d_.x, d_.y, d_.conv, d_.w,
                                                                      filter_, &workspace_));
