@@ -55,7 +55,8 @@ class CudaBackend final : public Backend {
 }  // namespace
 #endif
 
-Result<std::unique_ptr<Backend>> make_cuda_backend(int device, bool fastest_kernels) {
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device,
+                                                   [[maybe_unused]] bool fastest_kernels) {
   auto info = cuda::device_info(device);
   if (!cuda::built_with_cuda()) return Status::error("--backend cuda: " + info.message());
   if (!info) {
