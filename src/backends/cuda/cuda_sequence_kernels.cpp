@@ -88,30 +88,25 @@ Result<std::unique_ptr<Kernel>> make_sequence_kernel(const Graph& graph, const N
       };
       break;
     }
-    case OpKind::attention: {  // (q, k, v [, key_mask]) -> (o, lse)
-      const AttentionShape shape = attention_shape(graph, node);
-      const AttentionAttrs attrs = std::get<AttentionAttrs>(node.attrs);
-      const int mask = key_mask_input(node);
-      workspace = attention_workspace_bytes(shape);
-      launch = [shape, attrs, mask](const KernelArgs& a, void* stream) {
-        const auto* key_mask =
-            mask >= 0 ? static_cast<const int32_t*>(a.inputs[static_cast<size_t>(mask)]) : nullptr;
-        launch_attention(shape, attention_params(attrs, a.step), in(a, 0), in(a, 1), in(a, 2),
-                         key_mask, out(a, 0), out(a, 1), static_cast<double*>(a.workspace), stream);
-      };
-      break;
-    }
+    case OpKind::attention:         // (q, k, v [, key_mask]) -> (o, lse)
     case OpKind::attention_grad: {  // (q, k, v, o, lse, do [, key_mask]) -> (dq, dk, dv)
+      const bool gradient = node.op == OpKind::attention_grad;
       const AttentionShape shape = attention_shape(graph, node);
       const AttentionAttrs attrs = std::get<AttentionAttrs>(node.attrs);
       const int mask = key_mask_input(node);
       workspace = attention_workspace_bytes(shape);
-      launch = [shape, attrs, mask](const KernelArgs& a, void* stream) {
+      launch = [shape, attrs, mask, gradient](const KernelArgs& a, void* stream) {
         const auto* key_mask =
             mask >= 0 ? static_cast<const int32_t*>(a.inputs[static_cast<size_t>(mask)]) : nullptr;
-        launch_attention_grad(shape, attention_params(attrs, a.step), in(a, 0), in(a, 1), in(a, 2),
-                              in(a, 3), in(a, 4), in(a, 5), key_mask, out(a, 0), out(a, 1),
-                              out(a, 2), static_cast<double*>(a.workspace), stream);
+        auto* scratch = static_cast<double*>(a.workspace);
+        if (gradient) {
+          launch_attention_grad(shape, attention_params(attrs, a.step), in(a, 0), in(a, 1),
+                                in(a, 2), in(a, 3), in(a, 4), in(a, 5), key_mask, out(a, 0),
+                                out(a, 1), out(a, 2), scratch, stream);
+        } else {
+          launch_attention(shape, attention_params(attrs, a.step), in(a, 0), in(a, 1), in(a, 2),
+                           key_mask, out(a, 0), out(a, 1), scratch, stream);
+        }
       };
       break;
     }
