@@ -43,6 +43,10 @@ grep -q "^epoch 1 done" <<<"$log"
   >"$dir/twice.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do grep -q "^epoch 1 step 1 " "$dir/twice.log" && break; sleep 0.05; done
+# Step 2 is then under way (a step takes about a second): a signal sent at
+# once could land between step 1's log line and the check that follows it,
+# stopping the run before the second signal is sent.
+sleep 0.3
 kill -TERM "$pid"
 for _ in $(seq 1 600); do grep -q "stopping after this step" "$dir/twice.log" && break; sleep 0.01; done
 kill -TERM "$pid" 2>/dev/null || true
