@@ -9,7 +9,8 @@
 #   tar -xJf gpu-bundle/bundle.tar.xz -C /tmp/g && /tmp/g/run.sh OUTDIR   # there
 #
 # run.sh runs the CUDA tests (tests/cuda_device_test.cpp,
-# tests/cuda_backend_test.cpp and CudaMatchesReference in
+# tests/cuda_backend_test.cpp, tests/nccl_communicator_test.cpp and
+# CudaMatchesReference in
 # tests/op_backend_test.cpp), then mlp and lenet training runs on --backend
 # cuda beside --backend cpu, then bench/gpu_resnet50.sh (ResNet-50 224x224
 # under 16 GiB: the largest batch and step time per memory technique; skipped
@@ -18,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 programs=("$build/tests/cuda_device_test" "$build/tests/cuda_backend_test"
-          "$build/tests/op_backend_test" "$build/memfit")
+          "$build/tests/nccl_communicator_test" "$build/tests/op_backend_test" "$build/memfit")
 for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "gpu_bundle: no $p: build first (cmake --build $build)" >&2; exit 1; }
 done
@@ -43,9 +44,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${1:?usage: run.sh OUTDIR}
 out=$(mktemp -d)
-# cuBLAS (opened with dlopen) and cuDNN: the toolkit's, or pip wheels'.
-cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  /opt/*/.venv/lib/python3*/site-packages/nvidia/cu*/lib 2>/dev/null | tr '\n' ':')
+# cuBLAS and NCCL (opened with dlopen) and cuDNN: the toolkit's, or pip
+# wheels' (nvidia/cublas, nvidia/cudnn, nvidia/nccl).
+cublas=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
+  /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null | tr '\n' ':')
 export LD_LIBRARY_PATH="$here/lib:$cublas${LD_LIBRARY_PATH:-}"
 export OMP_WAIT_POLICY=passive
 { nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -53,7 +55,7 @@ export OMP_WAIT_POLICY=passive
 } > "$out/gpu.txt" 2>&1
 status=0
 # A hung test must not take the whole run.
-for t in cuda_device_test cuda_backend_test; do
+for t in cuda_device_test cuda_backend_test nccl_communicator_test; do
   timeout 180 "$here/bin/$t" > "$out/$t.txt" 2>&1 || status=1
 done
 timeout 180 "$here/bin/op_backend_test" --gtest_filter='*CudaMatchesReference*' > "$out/op_backend_test.txt" 2>&1 || status=1
@@ -67,7 +69,7 @@ done
 # even if the sweep runs out of time.
 {
   cat "$out/gpu.txt"
-  for f in cuda_device_test cuda_backend_test op_backend_test; do
+  for f in cuda_device_test cuda_backend_test nccl_communicator_test op_backend_test; do
     echo "== $f"; grep -E '^\[==========\] .* ran|^\[  PASSED  \] [0-9]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \]' "$out/$f.txt"
   done
   for f in "$out"/train_*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done

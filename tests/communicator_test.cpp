@@ -143,6 +143,32 @@ TEST(LaunchedByMpi, ReadsTheLaunchersRankCount) {
   EXPECT_TRUE(launched_by_mpi());
 }
 
+TEST(LocalRank, ReadsTheLaunchersLocalRank) {
+  ScopedEnv ompi("OMPI_COMM_WORLD_LOCAL_RANK", nullptr);
+  ScopedEnv mpich("MPI_LOCALRANKID", nullptr);
+  ScopedEnv pmix("PMIX_LOCAL_RANK", nullptr);
+  ScopedEnv slurm("SLURM_LOCALID", nullptr);
+  EXPECT_EQ(local_rank(), 0) << "alone";
+  {
+    ScopedEnv two("SLURM_LOCALID", "2");
+    EXPECT_EQ(local_rank(), 2);
+    ScopedEnv three("MPI_LOCALRANKID", "3");
+    EXPECT_EQ(local_rank(), 3) << "MPICH's comes before Slurm's";
+  }
+  {
+    ScopedEnv garbage("OMPI_COMM_WORLD_LOCAL_RANK", "one");
+    ScopedEnv negative("PMIX_LOCAL_RANK", "-1");
+    EXPECT_EQ(local_rank(), 0) << "neither is a rank";
+  }
+  ScopedEnv one("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  EXPECT_EQ(local_rank(), 1);
+}
+
+TEST(HostCommunicators, SumHostMemoryOnly) {
+  EXPECT_FALSE(make_local_communicator()->sums_gpu_memory());
+  EXPECT_FALSE(make_thread_communicators(2)[0]->sums_gpu_memory());
+}
+
 class ThreadCommunicators : public ::testing::TestWithParam<int> {};
 
 TEST_P(ThreadCommunicators, KnowTheirPlace) {

@@ -61,6 +61,12 @@ class Communicator {
   // element of a derived datatype that spans the block.
   virtual Status all_gather(float* data, size_t count) = 0;
 
+  // Whether the float collectives (all_reduce_sum of floats,
+  // reduce_scatter_sum, all_gather) take buffers in GPU memory: the cuda
+  // backend's gradient buckets live in its arena on the GPU, and only such a
+  // communicator (NCCL) may sum them. The others take host memory only.
+  virtual bool sums_gpu_memory() const { return false; }
+
   // Returns when every rank has called it.
   virtual Status barrier() = 0;
   // Ends every process of the group with exit status `code`, at once: for a
@@ -84,6 +90,10 @@ std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int size);
 // launcher (mpirun, mpiexec) as one of several ranks.
 bool mpi_available();
 bool launched_by_mpi();
+// This process's rank among the ranks on its machine, as its launcher tells
+// it (Open MPI, MPICH, PMIx, Slurm); 0 when none does. The cuda backend
+// takes GPU local_rank(): one GPU per rank.
+int local_rank();
 
 // The MPI world (MPI_Init_thread with MPI_THREAD_SERIALIZED: collectives may
 // run on a communication thread, one at a time). One per process; MPI is

@@ -64,4 +64,20 @@ bool launched_by_mpi() {
   return false;
 }
 
+// Open MPI sets OMPI_COMM_WORLD_LOCAL_RANK, MPICH's Hydra MPI_LOCALRANKID,
+// srun SLURM_LOCALID; PMIx launchers PMIX_LOCAL_RANK.
+int local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK",
+                           "SLURM_LOCALID"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr) continue;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && value >= 0 && value < (1L << 30)) {
+      return static_cast<int>(value);
+    }
+  }
+  return 0;
+}
+
 }  // namespace memfit

@@ -32,11 +32,6 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   exe->options_ = options;
   exe->device_ = backend.device();
   const bool on_host = exe->device_ == host_device();
-  if (!on_host && has_comm_nodes(graph)) {
-    return Status::error("the " + std::string(backend.name()) +
-                         " backend does not sum gradients over ranks yet: data parallel runs on "
-                         "the cpu backend");
-  }
   const auto reference = make_reference_backend();
   std::vector<size_t> workspace_bytes;
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
@@ -266,6 +261,17 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   if (comms_ && !options_.comm) {
     return Status::error("this step sums gradients over ranks and needs a communicator");
   }
+  // Its buckets are in the arena: on a GPU only a communicator that sums GPU
+  // memory (NCCL) may take them, and on the host only one that sums host memory.
+  if (comms_ && options_.comm->sums_gpu_memory() != (device_ != host_device())) {
+    return Status::error(
+        device_ != host_device()
+            ? "the " + std::string(device_->name()) + " device's gradient buckets are in GPU memory: "
+                "its ranks sum them with NCCL (memfit train --backend cuda under mpirun), not over "
+                "the '" + options_.comm->kind() + "' communicator"
+            : std::string("the '") + options_.comm->kind() +
+                  "' communicator sums GPU memory, and this step's arena is on the host");
+  }
   using Clock = std::chrono::steady_clock;
   const Graph& g = graph_;
   const Clock::time_point step_start = Clock::now();
@@ -329,7 +335,12 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       const Clock::time_point end = Clock::now();
       node_seconds_[n] += std::chrono::duration<double>(end - start).count();
       last_step_.nodes[n] = Span{since_start(start), since_start(end)};
-      if (op_info(node.op).comm) event[n] = start_collective(node, outputs[0], result, comm_status);
+      if (op_info(node.op).comm) {
+        // On a GPU the kernels that fill the bucket may still run: the
+        // collective, issued from the communication thread, starts after them.
+        if (device_ != host_device() && failed.is_ok()) failed = device_->synchronize();
+        event[n] = start_collective(node, outputs[0], result, comm_status);
+      }
     }
     if (options_.poison) {
       if (copy) {

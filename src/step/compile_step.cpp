@@ -1,6 +1,7 @@
 #include "step/compile_step.h"
 
 #include "backends/cuda/cuda_backend.h"
+#include "memfit/dist.h"
 #include "onnx/model_source.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
@@ -16,7 +17,8 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
                                               bool fastest_kernels) {
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "reference") return make_reference_backend();
-  if (name == "cuda") return make_cuda_backend(0, fastest_kernels);
+  // One GPU per rank: the ranks on a machine take its GPUs by local rank.
+  if (name == "cuda") return make_cuda_backend(local_rank(), fastest_kernels);
   return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "memfit/train.h"
+#include "backends/cuda/nccl_communicator.h"
 #include "onnx/model_source.h"
 #include "runtime/step_profile.h"
 #include "core/output_path.h"
@@ -244,6 +245,14 @@ Result<TrainReport> train(const TrainOptions& given,
   if (options.comm == nullptr) {
     alone = make_local_communicator();
     options.comm = alone.get();
+  }
+  // The cuda backend's gradient buckets are in GPU memory: its ranks sum
+  // them with NCCL, which the run's communicator starts.
+  std::unique_ptr<Communicator> nccl;
+  if (options.step.backend == "cuda" && options.comm->size() > 1 &&
+      !options.comm->sums_gpu_memory()) {
+    MEMFIT_ASSIGN_OR_RETURN(nccl, cuda::make_nccl_communicator(*options.comm));
+    options.comm = nccl.get();
   }
   Communicator& comm = *options.comm;
   const int rank = comm.rank();

@@ -63,7 +63,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device,
     return Status::error(
         "--backend cuda needs a GPU: the algorithms cuDNN and cuBLAS choose, and so the workspaces "
         "the plan places, are their answers for the device (" +
-        info.message() + ")");
+        info.message() + ")" +
+        (device > 0 ? "; this rank takes GPU " + std::to_string(device) +
+                          ", its rank among the ranks on this machine: start at most as many "
+                          "ranks on a machine as it has GPUs"
+                    : std::string()));
   }
 #ifdef MEMFIT_HAVE_CUDA
   auto context = std::make_shared<cuda::Context>();

@@ -128,7 +128,8 @@ bool all_f32(const Graph& graph, const Node& node, int i32_input) {
 bool has_kernel(const Graph& graph, const Node& node) {
   if (!plain(graph, node)) return false;
   if (conv_has_kernel(graph, node) || norm_has_kernel(graph, node) ||
-      shape_has_kernel(graph, node) || sequence_has_kernel(graph, node)) {
+      shape_has_kernel(graph, node) || sequence_has_kernel(graph, node) ||
+      bucket_has_kernel(graph, node)) {
     return true;
   }
   switch (node.op) {
@@ -196,6 +197,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
   if (sequence_has_kernel(graph, node)) {
     return make_sequence_kernel(graph, node, std::move(context));
   }
+  if (bucket_has_kernel(graph, node)) return make_bucket_kernel(graph, node, std::move(context));
   if (node.op == OpKind::matmul || node.op == OpKind::linear || node.op == OpKind::linear_relu) {
     return make_product_kernel(graph, node, std::move(context));
   }

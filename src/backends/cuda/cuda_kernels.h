@@ -47,4 +47,11 @@ bool conv_has_kernel(const Graph& graph, const Node& node);
 Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node& node,
                                                  std::shared_ptr<const Context> context);
 
+// The data-parallel ops' part (cuda_bucket_kernels.cpp): packing gradient
+// buckets and unpacking them, copies on the compute stream. The collectives
+// themselves are the executor's, through its communicator (NCCL).
+bool bucket_has_kernel(const Graph& graph, const Node& node);
+Result<std::unique_ptr<Kernel>> make_bucket_kernel(const Graph& graph, const Node& node,
+                                                   std::shared_ptr<const Context> context);
+
 }  // namespace memfit::cuda
