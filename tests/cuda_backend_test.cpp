@@ -211,6 +211,30 @@ TEST(CudaBackend, PeaksAtThePlannedArena) {
   EXPECT_EQ((*program)->high_water_bytes(), exe.plan().arena_bytes);
 }
 
+// Node times come from CUDA events: the kernels of one stream run one after
+// another, inside the step, and their times add up to at most the step's.
+TEST(CudaBackend, TimesKernelsByTheGpusClock) {
+  REQUIRE_CUDA_BACKEND();
+  auto program = TrainingProgram::create(zoo_spec({.name = "lenet", .batch = 64}, "cuda"), 2);
+  ASSERT_TRUE(program) << program.message();
+  StateStore state;
+  (*program)->init_state(state, 7);
+  testing::run_synthetic_micro_batches(**program, 1, state);
+  const Executable& exe = (*program)->step_executable();
+  const StepTimeline& step = exe.last_step();
+  double previous_end = step.data_in.end, total = 0;
+  for (size_t n = 0; n < exe.graph().num_nodes(); ++n) {
+    const Span& span = step.nodes[n];
+    EXPECT_GE(span.start, previous_end - 1e-6) << n;
+    EXPECT_GE(span.end, span.start) << n;
+    previous_end = span.end;
+    total += span.end - span.start;
+  }
+  EXPECT_LE(previous_end, step.seconds + 1e-6);
+  EXPECT_GT(total, 0.0);
+  EXPECT_LE(total, step.seconds);
+}
+
 TEST(CudaBackend, TechniquesGiveTheSameBits) {
   REQUIRE_CUDA_BACKEND();
   for (const ModelOptions& model : covered_zoo()) {

@@ -26,7 +26,26 @@
 namespace memfit {
 namespace {
 
-// Host memory as a device whose arenas are PROT_NONE except while open.
+// A kernel clock whose mark i passes at i milliseconds, whatever the kernels do.
+class MillisecondClock final : public KernelClock {
+ public:
+  explicit MillisecondClock(size_t marks) : set_(marks, false) {}
+  void mark(size_t i) override { set_.at(i) = true; }
+  Result<std::vector<double>> read() override {
+    std::vector<double> seconds(set_.size(), -1.0);
+    for (size_t i = 0; i < set_.size(); ++i) {
+      if (set_[0] && set_[i]) seconds[i] = static_cast<double>(i) * 1e-3;
+    }
+    set_.assign(set_.size(), false);
+    return seconds;
+  }
+
+ private:
+  std::vector<bool> set_;
+};
+
+// Host memory as a device whose arenas are PROT_NONE except while open; its
+// kernel clock is a MillisecondClock.
 class GuardedDevice final : public Device {
  public:
   std::string_view name() const override { return "guarded"; }
@@ -67,6 +86,9 @@ class GuardedDevice final : public Device {
   Status synchronize() const override { return Status::ok(); }
   Result<std::unique_ptr<SwapStream>> swap_stream(double) const override {
     return std::unique_ptr<SwapStream>(std::make_unique<Stream>(*this));
+  }
+  Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const override {
+    return std::unique_ptr<KernelClock>(std::make_unique<MillisecondClock>(marks));
   }
 
   // The arena's sizes as asked for, in order.
@@ -190,6 +212,7 @@ CompiledStep swapped_step(const ModelOptions& model) {
 struct Steps {
   std::vector<StepResult> results;
   StateStore state;
+  std::unique_ptr<Executable> exe;  // that ran them
 };
 
 // Two steps of `graph` on `backend` in poison mode, from seeded state, on
@@ -218,6 +241,7 @@ Steps two_steps(const CompiledStep& step, const Backend& backend) {
     if (result) steps.results.push_back(std::move(result).value());
   }
   EXPECT_TRUE((*exe)->store_state(steps.state).is_ok());
+  steps.exe = std::move(exe).value();
   return steps;
 }
 
@@ -279,6 +303,39 @@ INSTANTIATE_TEST_SUITE_P(Models, DeviceRunsTheSameStep,
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// Off the host, a node's time is the device's kernel clock's (a GPU's
+// events), not the host's around the launch; a copy node's is its copy's.
+TEST(Device, NodeTimesAreTheKernelClocks) {
+  const CompiledStep step = swapped_step({.name = "lenet", .batch = 4});
+  GuardedBackend guarded;
+  const Steps steps = two_steps(step, guarded);
+  ASSERT_TRUE(steps.exe);
+  const Graph& g = steps.exe->graph();
+  const StepTimeline& last = steps.exe->last_step();
+  size_t kernels = 0, copies = 0;
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const OpKind op = g.nodes()[n].op;
+    if (op == OpKind::to_host || op == OpKind::to_device) {
+      ++copies;
+      EXPECT_GT(std::abs(steps.exe->node_seconds()[n] - 2e-3), 1e-9) << "the copy's own time";
+      continue;
+    }
+    ++kernels;
+    EXPECT_NEAR(steps.exe->node_seconds()[n], 2e-3, 1e-9) << "1 ms in each of two steps";
+    EXPECT_NEAR(last.nodes[n].start, last.data_in.end + static_cast<double>(1 + 2 * n) * 1e-3,
+                1e-9);
+    EXPECT_NEAR(last.nodes[n].end, last.data_in.end + static_cast<double>(2 + 2 * n) * 1e-3, 1e-9);
+  }
+  EXPECT_GT(kernels, 10u);
+  EXPECT_GT(copies, 0u);
+}
+
+TEST(Device, TheHostTimesKernelsByItsOwnClock) {
+  auto clock = host_device()->kernel_clock(3);
+  ASSERT_TRUE(clock) << clock.message();
+  EXPECT_EQ(*clock, nullptr);
+}
 
 TEST(Device, OffTheHostEveryNodeNeedsAKernelOfTheBackend) {
   const CompiledStep step = swapped_step({.name = "lenet", .batch = 4});

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "memfit/status.h"
 
@@ -42,6 +43,22 @@ class SwapStream {
   virtual Status drain() = 0;
 };
 
+// The device's own clock for its kernels, where the host's clock around a
+// launch does not time the kernel (a GPU: a launch returns before its kernel
+// runs). Marks go on the compute stream in issue order; they are read once
+// the stream has drained.
+class KernelClock {
+ public:
+  virtual ~KernelClock() = default;
+  // Mark `i` (below the count the clock was made for) passes once every
+  // kernel issued before it has run. A failure is read()'s to report.
+  virtual void mark(size_t i) = 0;
+  // After Device::synchronize: for each mark, the seconds from mark 0 to it,
+  // or -1 where it was not set since the last read (all -1 without mark 0);
+  // every mark is cleared.
+  virtual Result<std::vector<double>> read() = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -66,6 +83,9 @@ class Device {
   // A new stream for swap copies, no faster than `link_bytes_per_second`
   // where that is not 0 (to study overlap on a machine without a device).
   virtual Result<std::unique_ptr<SwapStream>> swap_stream(double link_bytes_per_second) const = 0;
+  // A clock of `marks` marks that times the kernels; null where the host's
+  // clock around a kernel times it (the host, whose kernels return when done).
+  virtual Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const;
 };
 
 // The host as a device: arena and host pool in the process's memory, copies

@@ -8,8 +8,8 @@
 #include <new>
 
 #include "core/check.h"
-#include "runtime/backend_plan.h"
 #include "ops/op_table.h"
+#include "runtime/backend_plan.h"
 
 namespace memfit {
 
@@ -145,6 +145,8 @@ Status Executable::set_up(bool poison) {
     MEMFIT_ASSIGN_OR_RETURN(copies_, device_->swap_stream(options_.link_gbps * 1e9));
   }
   if (has_comm_nodes(scheduled)) comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
+  // Marks: the kernels' start, then one before and one after each node.
+  MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(1 + 2 * scheduled.num_nodes()));
   if (poison) {
     // On another executable's arena, the state band is theirs too: left as it is.
     const bool shared = arena_.use_count() > 1;
@@ -163,7 +165,8 @@ void Executable::reset_times() {
 Result<std::vector<float>> Executable::read_state(size_t v) const {
   const Value& value = graph_.values()[v];
   std::vector<float> laid_out(value.bytes() / sizeof(float));
-  MEMFIT_RETURN_IF_ERROR(device_->to_host(laid_out.data(), at(plan_.value_slices[v]), value.bytes()));
+  MEMFIT_RETURN_IF_ERROR(
+      device_->to_host(laid_out.data(), at(plan_.value_slices[v]), value.bytes()));
   if (value.layout == Layout::plain) return laid_out;
   std::vector<float> plain(static_cast<size_t>(value.elements()));
   unpack_layout(laid_out.data(), value.type.shape, value.layout, plain.data());
@@ -220,7 +223,8 @@ Status Executable::copy_state_from(const Executable& other) {
     }
     const Value& source = other.graph_.values()[it->second];
     if (source.type != value.type) {
-      return Status::error("state '" + value.name + "' has another type in the executable it is copied from");
+      return Status::error("state '" + value.name +
+                           "' has another type in the executable it is copied from");
     }
     std::byte* to = at(plan_.value_slices[v]);
     const std::byte* from = other.at(other.plan_.value_slices[it->second]);
@@ -266,9 +270,12 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   if (comms_ && options_.comm->sums_gpu_memory() != (device_ != host_device())) {
     return Status::error(
         device_ != host_device()
-            ? "the " + std::string(device_->name()) + " device's gradient buckets are in GPU memory: "
-                "its ranks sum them with NCCL (memfit train --backend cuda under mpirun), not over "
-                "the '" + options_.comm->kind() + "' communicator"
+            ? "the " + std::string(device_->name()) +
+                  " device's gradient buckets are in GPU memory: "
+                  "its ranks sum them with NCCL (memfit train --backend cuda under mpirun), not "
+                  "over "
+                  "the '" +
+                  options_.comm->kind() + "' communicator"
             : std::string("the '") + options_.comm->kind() +
                   "' communicator sums GPU memory, and this step's arena is on the host");
   }
@@ -294,15 +301,20 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
     }
     auto it = feeds.find(value.name);
     if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
-    MEMFIT_RETURN_IF_ERROR(device_->to_device(touch(plan_.value_slices[v]), it->second, value.bytes()));
+    MEMFIT_RETURN_IF_ERROR(
+        device_->to_device(touch(plan_.value_slices[v]), it->second, value.bytes()));
   }
 
   StepResult result;
   last_step_.data_in = Span{0, since_start(Clock::now())};
+  // The feeds are in (their copies return when done): the device is idle, so
+  // its clock's mark 0 passes now.
+  const double kernels_start = last_step_.data_in.end;
+  if (clock_) clock_->mark(0);
   result.io_seconds = last_step_.data_in.end;
   std::vector<int64_t> event(g.num_nodes(), -1);  // the task of each copy or comm node
   Status comm_status;  // the first collective's error; written on the communication thread
-  Status failed;  // a device's error; the streams drain before it returns
+  Status failed;       // a device's error; the streams drain before it returns
   std::vector<void*> inputs, outputs;
   for (size_t n = 0; n < g.num_nodes() && failed.is_ok(); ++n) {
     const Node& node = g.nodes()[n];
@@ -330,10 +342,12 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
     } else {
       const Slice& workspace = plan_.workspace_slices[n];
       void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
+      if (clock_) clock_->mark(1 + 2 * n);
       const Clock::time_point start = Clock::now();
       kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
       const Clock::time_point end = Clock::now();
-      node_seconds_[n] += std::chrono::duration<double>(end - start).count();
+      if (clock_) clock_->mark(2 + 2 * n);
+      // With a kernel clock these are launch times, replaced once it is read.
       last_step_.nodes[n] = Span{since_start(start), since_start(end)};
       if (op_info(node.op).comm) {
         // On a GPU the kernels that fill the bucket may still run: the
@@ -388,6 +402,19 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   }
   MEMFIT_RETURN_IF_ERROR(device_->synchronize());
   const Clock::time_point step_end = Clock::now();
+  if (clock_) {
+    MEMFIT_ASSIGN_OR_RETURN(const std::vector<double> marks, clock_->read());
+    for (size_t n = 0; n < g.num_nodes(); ++n) {
+      const double begin = marks[1 + 2 * n], end = marks[2 + 2 * n];
+      if (begin >= 0 && end >= 0)
+        last_step_.nodes[n] = Span{kernels_start + begin, kernels_start + end};
+    }
+  }
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const OpKind op = g.nodes()[n].op;
+    if (op == OpKind::to_host || op == OpKind::to_device) continue;  // timed by the copy stream
+    node_seconds_[n] += last_step_.nodes[n].end - last_step_.nodes[n].start;
+  }
   result.io_seconds += std::chrono::duration<double>(step_end - outputs_start).count();
   result.seconds = since_start(step_end);
   last_step_.data_out = Span{since_start(outputs_start), result.seconds};

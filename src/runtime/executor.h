@@ -170,8 +170,10 @@ class Executable {
   const PlanSizes& sizes() const { return sizes_; }
   // The backend that runs each node ("cpu" or "reference").
   const std::vector<std::string>& node_backends() const { return node_backends_; }
-  // Seconds spent in each node's kernel, summed over all runs so far; for a
-  // copy node, the seconds its copy took on the copy stream.
+  // Seconds spent in each node's kernel, summed over all runs so far, by the
+  // device's kernel clock where it has one (a GPU's events), else by the
+  // host's clock around the call; for a copy node, the seconds its copy took
+  // on the copy stream.
   const std::vector<double>& node_seconds() const { return node_seconds_; }
   // When each part of the last step ran (no nodes before the first step).
   const StepTimeline& last_step() const { return last_step_; }
@@ -211,6 +213,7 @@ class Executable {
   std::shared_ptr<std::byte> host_;     // the host pool, apart from the arena
   std::unique_ptr<SwapStream> copies_;  // null when the graph has no copy node
   std::unique_ptr<CopyEngine> comms_;   // null when it has no all_reduce_start
+  std::unique_ptr<KernelClock> clock_;  // the device's kernel clock; null on the host
   bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
   // Per node: the copy nodes and the communication nodes whose events it

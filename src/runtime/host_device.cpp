@@ -52,6 +52,10 @@ class HostDevice final : public Device {
 
 }  // namespace
 
+Result<std::unique_ptr<KernelClock>> Device::kernel_clock(size_t) const {
+  return std::unique_ptr<KernelClock>();
+}
+
 std::shared_ptr<const Device> host_device() {
   static const auto device = std::make_shared<const HostDevice>();
   return device;

@@ -145,6 +145,65 @@ class GpuSwapStream final : public SwapStream {
   Status error_;  // the first failure since the last drain
 };
 
+// Kernel times by CUDA events on the compute stream: one event per mark,
+// made once; the seconds between two are cudaEventElapsedTime's (about half
+// a microsecond of resolution).
+class GpuKernelClock final : public KernelClock {
+ public:
+  GpuKernelClock(int index, cudaStream_t compute) : index_(index), compute_(compute) {}
+  ~GpuKernelClock() override {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  GpuKernelClock(const GpuKernelClock&) = delete;
+  GpuKernelClock& operator=(const GpuKernelClock&) = delete;
+
+  Status create(size_t marks) {
+    MEMFIT_CUDA_CALL(cudaSetDevice(index_));
+    events_.reserve(marks);
+    for (size_t i = 0; i < marks; ++i) {
+      cudaEvent_t event = nullptr;
+      MEMFIT_CUDA_CALL(cudaEventCreate(&event));
+      events_.push_back(event);
+    }
+    set_.assign(marks, false);
+    return Status::ok();
+  }
+
+  void mark(size_t i) override {
+    if (i >= events_.size()) {
+      if (error_.is_ok())
+        error_ = Status::error("kernel clock mark " + std::to_string(i) + " of " +
+                               std::to_string(events_.size()));
+      return;
+    }
+    const cudaError_t e = cudaEventRecord(events_[i], compute_);
+    if (e != cudaSuccess && error_.is_ok()) error_ = failed("cudaEventRecord", e);
+    set_[i] = e == cudaSuccess;
+  }
+
+  Result<std::vector<double>> read() override {
+    std::vector<double> seconds(events_.size(), -1.0);
+    const bool started = !set_.empty() && set_[0];
+    for (size_t i = 0; i < events_.size() && error_.is_ok(); ++i) {
+      if (!started || !set_[i]) continue;
+      float ms = 0;
+      const cudaError_t e = cudaEventElapsedTime(&ms, events_[0], events_[i]);
+      if (e != cudaSuccess) error_ = failed("cudaEventElapsedTime", e);
+      seconds[i] = ms / 1e3;
+    }
+    set_.assign(set_.size(), false);
+    MEMFIT_RETURN_IF_ERROR(std::exchange(error_, Status::ok()));
+    return seconds;
+  }
+
+ private:
+  int index_;
+  cudaStream_t compute_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<bool> set_;  // since the last read
+  Status error_;           // the first failure since the last read
+};
+
 void free_device(std::byte* p) { cudaFree(p); }
 void free_pinned(std::byte* p) { cudaFreeHost(p); }
 
@@ -211,6 +270,11 @@ class GpuDevice final : public Device {
     auto stream = std::make_unique<GpuSwapStream>(index_, compute_);
     MEMFIT_RETURN_IF_ERROR(stream->create());
     return std::unique_ptr<SwapStream>(std::move(stream));
+  }
+  Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const override {
+    auto clock = std::make_unique<GpuKernelClock>(index_, compute_);
+    MEMFIT_RETURN_IF_ERROR(clock->create(marks));
+    return std::unique_ptr<KernelClock>(std::move(clock));
   }
 
  private:
