@@ -10,14 +10,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <vector>
 
+#include "memfit/dist.h"
 #include "runtime/backend_plan.h"
 #include "step/compile_step.h"
 #include "test_util.h"
@@ -44,16 +47,19 @@ class MillisecondClock final : public KernelClock {
   std::vector<bool> set_;
 };
 
-// Host memory as a device whose arenas are PROT_NONE except while open; its
-// kernel clock is a MillisecondClock.
+// Host memory as a device whose arenas are PROT_NONE except while open
+// (unless made with guard false: then only a device other than the host);
+// its kernel clock is a MillisecondClock.
 class GuardedDevice final : public Device {
  public:
+  explicit GuardedDevice(bool guard = true) : guard_(guard) {}
   std::string_view name() const override { return "guarded"; }
 
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) const override {
     const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     const size_t mapped = std::max<size_t>((bytes + page - 1) / page * page, page);
-    void* data = ::mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const int access = guard_ ? PROT_NONE : PROT_READ | PROT_WRITE;
+    void* data = ::mmap(nullptr, mapped, access, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (data == MAP_FAILED) return Status::error("mmap failed");
     std::lock_guard<std::mutex> lock(mutex_);
     arenas_.push_back({data, mapped});
@@ -83,7 +89,11 @@ class GuardedDevice final : public Device {
     Open open(*this);
     return host_device()->poison(device, bytes);
   }
-  Status synchronize() const override { return Status::ok(); }
+  Status synchronize() const override {
+    ++synchronizations_;
+    return Status::ok();
+  }
+  size_t synchronizations() const { return synchronizations_; }
   Result<std::unique_ptr<SwapStream>> swap_stream(double) const override {
     return std::unique_ptr<SwapStream>(std::make_unique<Stream>(*this));
   }
@@ -143,10 +153,13 @@ class GuardedDevice final : public Device {
   };
 
   void protect(int access) const {
+    if (!guard_) return;
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Mapping& m : arenas_) EXPECT_EQ(::mprotect(m.data, m.bytes, access), 0);
   }
 
+  bool guard_;
+  mutable std::atomic<size_t> synchronizations_ = 0;
   mutable std::mutex mutex_;
   mutable std::vector<Mapping> arenas_;
   mutable std::vector<size_t> allocated_;
@@ -157,8 +170,11 @@ class GuardedDevice final : public Device {
 // no kernel for.
 class GuardedBackend final : public Backend {
  public:
-  explicit GuardedBackend(std::optional<OpKind> missing = std::nullopt)
-      : cpu_(make_cpu_backend()), reference_(make_reference_backend()), missing_(missing) {}
+  explicit GuardedBackend(std::optional<OpKind> missing = std::nullopt, bool guard = true)
+      : cpu_(make_cpu_backend()),
+        reference_(make_reference_backend()),
+        missing_(missing),
+        device_(std::make_shared<GuardedDevice>(guard)) {}
   std::string_view name() const override { return "guarded"; }
   bool supports(const Graph&, const Node& node) const override { return node.op != missing_; }
   TensorLayout layout(const Graph& graph, ValueId value) const override {
@@ -196,7 +212,7 @@ class GuardedBackend final : public Backend {
 
   std::unique_ptr<Backend> cpu_, reference_;
   std::optional<OpKind> missing_;
-  std::shared_ptr<GuardedDevice> device_ = std::make_shared<GuardedDevice>();
+  std::shared_ptr<GuardedDevice> device_;
 };
 
 // The step graph of `model` that applies the update, every swap candidate
@@ -213,36 +229,70 @@ struct Steps {
   std::vector<StepResult> results;
   StateStore state;
   std::unique_ptr<Executable> exe;  // that ran them
+  Status error;                     // the first failure, which ended them
 };
 
-// Two steps of `graph` on `backend` in poison mode, from seeded state, on
-// synthetic data.
-Steps two_steps(const CompiledStep& step, const Backend& backend) {
-  auto exe = Executable::compile(step.apply->graph(), backend, ExecOptions{.poison = true});
-  EXPECT_TRUE(exe) << exe.message();
+// `count` steps of `step`'s graph on `backend` with `options`, from seeded
+// state (the same on every rank), on synthetic data from example `first` on;
+// the first error (compiling or running) ends them.
+Steps run_steps(const CompiledStep& step, const Backend& backend, const ExecOptions& options,
+                int64_t count, int64_t first = 0) {
   Steps steps;
-  if (!exe) return steps;
+  auto exe = Executable::compile(step.apply->graph(), backend, options);
+  if (!exe) {
+    steps.error = exe.status();
+    return steps;
+  }
   uint64_t seed = 1;
   for (const auto& [name, shape] : step.persistent) {
     steps.state[name] = testing::random_normal(static_cast<size_t>(num_elements(shape)), seed++);
   }
   EXPECT_TRUE((*exe)->load_state(steps.state).is_ok());
   const int64_t batch = step.spec.model.batch;
-  auto data =
-      synthetic_source(testing::data_kind(step.model.name), step.model, 2 * batch, batch, 5);
+  auto data = synthetic_source(testing::data_kind(step.model.name), step.model,
+                               first + count * batch, batch, 5);
   EXPECT_TRUE(data) << data.message();
   Batch inputs = Batch::for_model(step.model);
   std::vector<int64_t> examples(static_cast<size_t>(batch));
-  for (int64_t s = 0; s < 2; ++s) {
-    std::iota(examples.begin(), examples.end(), s * batch);
+  for (int64_t s = 0; s < count && steps.error.is_ok(); ++s) {
+    std::iota(examples.begin(), examples.end(), first + s * batch);
     EXPECT_TRUE((*data)->fill(false, examples, inputs).is_ok());
     auto result = (*exe)->run(inputs.feeds(), StepContext{3, s, s, 1.0f});
-    EXPECT_TRUE(result) << result.message();
-    if (result) steps.results.push_back(std::move(result).value());
+    if (result) {
+      steps.results.push_back(std::move(result).value());
+    } else {
+      steps.error = result.status();
+    }
   }
   EXPECT_TRUE((*exe)->store_state(steps.state).is_ok());
   steps.exe = std::move(exe).value();
   return steps;
+}
+
+// Two steps in poison mode; an error is a test failure.
+Steps two_steps(const CompiledStep& step, const Backend& backend) {
+  Steps steps = run_steps(step, backend, ExecOptions{.poison = true}, 2);
+  EXPECT_TRUE(steps.error.is_ok()) << steps.error.message();
+  return steps;
+}
+
+// Every output and state tensor the same bits.
+void expect_same_bits(const Steps& expected, const Steps& actual) {
+  ASSERT_EQ(expected.results.size(), actual.results.size());
+  for (size_t s = 0; s < expected.results.size(); ++s) {
+    EXPECT_EQ(expected.results[s].high_water_bytes, actual.results[s].high_water_bytes);
+    for (const auto& [name, data] : expected.results[s].outputs) {
+      const std::vector<float>& other = actual.results[s].outputs.at(name);
+      ASSERT_EQ(data.size(), other.size()) << name;
+      EXPECT_EQ(std::memcmp(data.data(), other.data(), data.size() * sizeof(float)), 0) << name;
+    }
+  }
+  ASSERT_EQ(expected.state.tensors().size(), actual.state.tensors().size());
+  for (const auto& [name, data] : expected.state.tensors()) {
+    const std::vector<float>* other = actual.state.find(name);
+    ASSERT_NE(other, nullptr) << name;
+    EXPECT_EQ(std::memcmp(data.data(), other->data(), data.size() * sizeof(float)), 0) << name;
+  }
 }
 
 TEST(Device, TheGuardIsReal) {
@@ -267,21 +317,7 @@ TEST_P(DeviceRunsTheSameStep, BitForBit) {
   GuardedBackend guarded;
   const Steps on_device = two_steps(step, guarded);
   ASSERT_EQ(on_host.results.size(), 2u);
-  ASSERT_EQ(on_device.results.size(), 2u);
-  for (size_t s = 0; s < 2; ++s) {
-    EXPECT_EQ(on_host.results[s].high_water_bytes, on_device.results[s].high_water_bytes);
-    for (const auto& [name, data] : on_host.results[s].outputs) {
-      const std::vector<float>& other = on_device.results[s].outputs.at(name);
-      ASSERT_EQ(data.size(), other.size()) << name;
-      EXPECT_EQ(std::memcmp(data.data(), other.data(), data.size() * sizeof(float)), 0) << name;
-    }
-  }
-  ASSERT_EQ(on_host.state.tensors().size(), on_device.state.tensors().size());
-  for (const auto& [name, data] : on_host.state.tensors()) {
-    const std::vector<float>* other = on_device.state.find(name);
-    ASSERT_NE(other, nullptr) << name;
-    EXPECT_EQ(std::memcmp(data.data(), other->data(), data.size() * sizeof(float)), 0) << name;
-  }
+  expect_same_bits(on_host, on_device);
   // One arena, of the plan's bytes (which equal the host's: the same layouts).
   const std::vector<size_t> allocated = guarded.guarded().allocated();
   ASSERT_EQ(allocated.size(), 1u);
@@ -335,6 +371,118 @@ TEST(Device, TheHostTimesKernelsByItsOwnClock) {
   auto clock = host_device()->kernel_clock(3);
   ASSERT_TRUE(clock) << clock.message();
   EXPECT_EQ(*clock, nullptr);
+}
+
+// The thread communicator of one rank, claiming to sum device memory as
+// NCCL sums a GPU's: an off-host device's buckets go to such a one only.
+class DeviceMemoryCommunicator final : public Communicator {
+ public:
+  explicit DeviceMemoryCommunicator(Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const char* kind() const override { return "device-memory"; }
+  bool sums_gpu_memory() const override { return true; }
+  Status all_reduce_sum(float* data, size_t count) override {
+    return inner_.all_reduce_sum(data, count);
+  }
+  Status all_reduce_sum(double* data, size_t count) override {
+    return inner_.all_reduce_sum(data, count);
+  }
+  Status all_reduce_max(double* data, size_t count) override {
+    return inner_.all_reduce_max(data, count);
+  }
+  Status broadcast(void* data, size_t bytes, int root) override {
+    return inner_.broadcast(data, bytes, root);
+  }
+  Status reduce_scatter_sum(float* data, size_t count) override {
+    return inner_.reduce_scatter_sum(data, count);
+  }
+  Status all_gather(float* data, size_t count) override { return inner_.all_gather(data, count); }
+  Status barrier() override { return inner_.barrier(); }
+  void abort(int code) override { inner_.abort(code); }
+
+ private:
+  Communicator& inner_;
+};
+
+// One data-parallel step of mlp on two ranks (threads), each on its own rows:
+// on the host (the cpu backend) or on an unguarded GuardedDevice (a device
+// other than the host), with the thread communicators as they are or
+// claiming to sum device memory. Rank r's steps and its device's
+// synchronizations.
+struct RankSteps {
+  std::vector<Steps> ranks;
+  std::vector<size_t> synchronizations;
+  size_t buckets = 0;
+};
+
+RankSteps two_rank_step(bool off_host, bool device_memory_comm) {
+  StepSpec spec = testing::test_spec({.name = "mlp", .batch = 4});
+  spec.ranks = 2;
+  spec.bucket_mb = 0.02;  // several buckets
+  spec.threads = 1;
+  auto comms = make_thread_communicators(2);
+  RankSteps run;
+  run.ranks.resize(2);
+  run.synchronizations.resize(2);
+  std::vector<std::thread> threads;
+  std::vector<size_t> buckets(2);
+  for (size_t r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      DeviceMemoryCommunicator claiming(*comms[r]);
+      Communicator* comm =
+          device_memory_comm ? static_cast<Communicator*>(&claiming) : comms[r].get();
+      auto step = compile_step(spec, {.comm = comm});
+      if (!step) {
+        run.ranks[r].error = step.status();
+        return;
+      }
+      buckets[r] = step->all_reduce.buckets;
+      GuardedBackend device(std::nullopt, false);
+      const Backend& backend = off_host ? static_cast<const Backend&>(device) : *step->backend;
+      run.ranks[r] = run_steps(*step, backend, ExecOptions{.poison = true, .comm = comm}, 1,
+                               static_cast<int64_t>(r) * spec.model.batch);
+      run.synchronizations[r] = device.guarded().synchronizations();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  run.buckets = buckets[0];
+  return run;
+}
+
+// Off the host, each collective waits for the device (its bucket's kernels
+// may still run) and goes to a communicator that sums device memory (NCCL on
+// a GPU); the step's bits are the host's.
+TEST(Device, OffTheHostBucketsGoToACommunicatorOfDeviceMemory) {
+  const RankSteps host = two_rank_step(false, false);
+  const RankSteps device = two_rank_step(true, true);
+  ASSERT_GT(host.buckets, 1u);
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(host.ranks[r].error.is_ok()) << host.ranks[r].error.message();
+    ASSERT_TRUE(device.ranks[r].error.is_ok()) << device.ranks[r].error.message();
+    ASSERT_EQ(host.ranks[r].results.size(), 1u);
+    expect_same_bits(host.ranks[r], device.ranks[r]);
+    EXPECT_GE(device.synchronizations[r], host.buckets) << "one before each collective";
+  }
+  // The ranks summed their gradients: both hold the same parameters.
+  for (const auto& [name, data] : device.ranks[0].state.tensors()) {
+    EXPECT_EQ(*device.ranks[1].state.find(name), data) << name;
+  }
+}
+
+// A communicator that sums host memory cannot take a device's buckets, nor
+// one of device memory the host's; every rank says so and none waits.
+TEST(Device, BucketsAndCommunicatorAgreeOnTheirMemory) {
+  for (const bool off_host : {true, false}) {
+    const RankSteps run = two_rank_step(off_host, !off_host);
+    for (size_t r = 0; r < 2; ++r) {
+      const Status& error = run.ranks[r].error;
+      ASSERT_FALSE(error.is_ok()) << r;
+      EXPECT_NE(error.message().find(off_host ? "with NCCL" : "sums GPU memory"), std::string::npos)
+          << error.message();
+    }
+  }
 }
 
 TEST(Device, OffTheHostEveryNodeNeedsAKernelOfTheBackend) {

@@ -42,23 +42,28 @@ TEST(NcclCommunicator, WithoutAGpuSaysWhatItNeeds) {
       << message;
 }
 
-// `count` floats in GPU memory, holding `data`; read back with values().
+// Copies `count` floats between GPU and host memory, waiting for them.
+Status copy_floats(float* to, const float* from, size_t count, bool to_gpu) {
+  MEMFIT_ASSIGN_OR_RETURN(auto copies, cuda::CopyStream::create());
+  const size_t bytes = count * sizeof(float);
+  MEMFIT_RETURN_IF_ERROR(to_gpu ? copies->to_device(to, from, bytes)
+                                : copies->to_host(to, from, bytes));
+  return copies->synchronize();
+}
+
+// Floats in GPU memory, holding `data`; read back with values().
 class GpuFloats {
  public:
   explicit GpuFloats(const std::vector<float>& data)
       : buffer_(cuda::Buffer::allocate(cuda::Buffer::Kind::device, data.size() * sizeof(float))
                     .value()),
         count_(data.size()) {
-    auto copies = cuda::CopyStream::create().value();
-    EXPECT_TRUE(copies->to_device(get(), data.data(), data.size() * sizeof(float)).is_ok());
-    EXPECT_TRUE(copies->synchronize().is_ok());
+    EXPECT_TRUE(copy_floats(get(), data.data(), count_, true).is_ok());
   }
   float* get() { return static_cast<float*>(buffer_.data()); }
   std::vector<float> values() {
     std::vector<float> data(count_);
-    auto copies = cuda::CopyStream::create().value();
-    EXPECT_TRUE(copies->to_host(data.data(), get(), count_ * sizeof(float)).is_ok());
-    EXPECT_TRUE(copies->synchronize().is_ok());
+    EXPECT_TRUE(copy_floats(data.data(), get(), count_, false).is_ok());
     return data;
   }
 
@@ -120,12 +125,9 @@ class MirroredPair final : public Communicator {
       return Status::ok();
     }
     std::vector<float> host(count);
-    MEMFIT_ASSIGN_OR_RETURN(auto copies, cuda::CopyStream::create());
-    MEMFIT_RETURN_IF_ERROR(copies->to_host(host.data(), data, count * sizeof(float)));
-    MEMFIT_RETURN_IF_ERROR(copies->synchronize());
+    MEMFIT_RETURN_IF_ERROR(copy_floats(host.data(), data, count, false));
     for (float& x : host) x *= 2;
-    MEMFIT_RETURN_IF_ERROR(copies->to_device(data, host.data(), count * sizeof(float)));
-    return copies->synchronize();
+    return copy_floats(data, host.data(), count, true);
   }
   Status all_reduce_sum(double* data, size_t count) override {
     for (size_t i = 0; i < count; ++i) data[i] *= 2;

@@ -295,5 +295,27 @@ TEST(MaxBatch, SwappingFitsALargerBatch) {
   EXPECT_NE(none.message().find("even batch 1 does not fit"), std::string::npos);
 }
 
+// A step that does not build at batch 1 (a batch norm on a 1 x 1 map sees
+// one value per channel) starts the search at the smallest batch that does.
+TEST(MaxBatch, StartsAtTheSmallestBatchThatBuilds) {
+  PlanRequest request;
+  request.step.model = {.name = "resnet-cifar", .batch = 1, .image_size = 4, .depth = 11};
+  request.step.optimizer = testing::sgd();
+  const auto one = plan_training_step(request);
+  ASSERT_FALSE(one.is_ok()) << "batch 1 builds";
+  EXPECT_NE(one.message().find("at least 2 values per channel"), std::string::npos)
+      << one.message();
+  request.step.budget = size_t{12} << 20;
+  const auto found = find_max_batch(request);
+  ASSERT_TRUE(found) << found.message();
+  EXPECT_GE(found->max_batch, 2);
+  request.step.budget = 1024;
+  const auto none = find_max_batch(request);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.message().find("even batch 2 (the smallest whose step builds) does not fit"),
+            std::string::npos)
+      << none.message();
+}
+
 }  // namespace
 }  // namespace memfit

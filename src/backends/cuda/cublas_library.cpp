@@ -3,35 +3,28 @@
 
 #ifdef MEMFIT_HAVE_CUDA
 
-#include <dlfcn.h>
-
 #include <string>
+
+#include "backends/cuda/shared_library.h"
 
 namespace memfit::cuda {
 namespace {
 
-template <class F>
-Status find(void* library, const char* name, F& function) {
-  function = reinterpret_cast<F>(::dlsym(library, name));
-  if (function == nullptr) return Status::error(std::string("cuBLAS has no ") + name);
-  return Status::ok();
-}
-
 Result<CublasLibrary> open_cublas() {
-  const std::string file = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-  void* library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    return Status::error("cannot open " + file +
-                         " (cuBLAS, from the CUDA toolkit): " + ::dlerror());
-  }
+  MEMFIT_ASSIGN_OR_RETURN(void* library,
+                          open_library("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR),
+                                       "cuBLAS, from the CUDA toolkit"));
   CublasLibrary calls;
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasCreate_v2", calls.create));
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasDestroy_v2", calls.destroy));
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasSetStream_v2", calls.set_stream));
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasSetWorkspace_v2", calls.set_workspace));
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasSetMathMode", calls.set_math_mode));
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasSgemmStridedBatched", calls.sgemm_strided_batched));
-  MEMFIT_RETURN_IF_ERROR(find(library, "cublasGetStatusString", calls.status_string));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "cuBLAS", "cublasCreate_v2", calls.create));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "cuBLAS", "cublasDestroy_v2", calls.destroy));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "cuBLAS", "cublasSetStream_v2", calls.set_stream));
+  MEMFIT_RETURN_IF_ERROR(
+      find_call(library, "cuBLAS", "cublasSetWorkspace_v2", calls.set_workspace));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "cuBLAS", "cublasSetMathMode", calls.set_math_mode));
+  MEMFIT_RETURN_IF_ERROR(
+      find_call(library, "cuBLAS", "cublasSgemmStridedBatched", calls.sgemm_strided_batched));
+  MEMFIT_RETURN_IF_ERROR(
+      find_call(library, "cuBLAS", "cublasGetStatusString", calls.status_string));
   return calls;  // the library stays open for the rest of the process
 }
 

@@ -9,17 +9,16 @@
 #if defined(MEMFIT_HAVE_CUDA) && defined(MEMFIT_HAVE_NCCL)
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include "backends/cuda/cuda_call.h"
+#include "backends/cuda/shared_library.h"
 
 namespace memfit::cuda {
 namespace {
 
 // Only the calls memfit makes, found in libnccl.so.2 once.
 struct NcclLibrary {
-  decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&ncclCommInitRank) init_rank = nullptr;
   decltype(&ncclCommDestroy) destroy = nullptr;
@@ -31,33 +30,20 @@ struct NcclLibrary {
   decltype(&ncclGetErrorString) error_string = nullptr;
 };
 
-template <class F>
-Status find(void* library, const char* name, F& function) {
-  function = reinterpret_cast<F>(::dlsym(library, name));
-  if (function == nullptr) return Status::error(std::string("NCCL has no ") + name);
-  return Status::ok();
-}
-
 Result<NcclLibrary> open_nccl() {
-  const std::string file = "libnccl.so." + std::to_string(NCCL_MAJOR);
-  void* library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    return Status::error("cannot open " + file +
-                         " (NCCL, which sums the cuda backend's gradients "
-                         "over ranks): " +
-                         ::dlerror());
-  }
+  MEMFIT_ASSIGN_OR_RETURN(void* library,
+                          open_library("libnccl.so." + std::to_string(NCCL_MAJOR),
+                                       "NCCL, which sums the cuda backend's gradients over ranks"));
   NcclLibrary calls;
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclGetVersion", calls.get_version));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclGetUniqueId", calls.get_unique_id));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclCommInitRank", calls.init_rank));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclCommDestroy", calls.destroy));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclCommAbort", calls.abort));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclAllReduce", calls.all_reduce));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclReduceScatter", calls.reduce_scatter));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclAllGather", calls.all_gather));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclBroadcast", calls.broadcast));
-  MEMFIT_RETURN_IF_ERROR(find(library, "ncclGetErrorString", calls.error_string));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclGetUniqueId", calls.get_unique_id));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclCommInitRank", calls.init_rank));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclCommDestroy", calls.destroy));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclCommAbort", calls.abort));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclAllReduce", calls.all_reduce));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclReduceScatter", calls.reduce_scatter));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclAllGather", calls.all_gather));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclBroadcast", calls.broadcast));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclGetErrorString", calls.error_string));
   return calls;  // the library stays open for the rest of the process
 }
 
