@@ -267,17 +267,17 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   }
   // Its buckets are in the arena: on a GPU only a communicator that sums GPU
   // memory (NCCL) may take them, and on the host only one that sums host memory.
-  if (comms_ && options_.comm->sums_gpu_memory() != (device_ != host_device())) {
+  const bool off_host = device_ != host_device();
+  if (comms_ && options_.comm->sums_gpu_memory() != off_host) {
+    const std::string kind = options_.comm->kind();
     return Status::error(
-        device_ != host_device()
-            ? "the " + std::string(device_->name()) +
-                  " device's gradient buckets are in GPU memory: "
-                  "its ranks sum them with NCCL (memfit train --backend cuda under mpirun), not "
-                  "over "
-                  "the '" +
-                  options_.comm->kind() + "' communicator"
-            : std::string("the '") + options_.comm->kind() +
-                  "' communicator sums GPU memory, and this step's arena is on the host");
+        off_host ? "this step's gradient buckets are in the " + std::string(device_->name()) +
+                       " device's memory: its ranks sum them with NCCL (memfit train --backend "
+                       "cuda under mpirun), not with the '" +
+                       kind + "' communicator"
+                 : "the '" + kind +
+                       "' communicator sums GPU memory, and this step's arena is "
+                       "on the host");
   }
   using Clock = std::chrono::steady_clock;
   const Graph& g = graph_;
@@ -352,7 +352,7 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       if (op_info(node.op).comm) {
         // On a GPU the kernels that fill the bucket may still run: the
         // collective, issued from the communication thread, starts after them.
-        if (device_ != host_device() && failed.is_ok()) failed = device_->synchronize();
+        if (off_host && failed.is_ok()) failed = device_->synchronize();
         event[n] = start_collective(node, outputs[0], result, comm_status);
       }
     }

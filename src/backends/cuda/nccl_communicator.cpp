@@ -94,7 +94,11 @@ class NcclCommunicator final : public Communicator {
     MEMFIT_RETURN_IF_ERROR(host_.broadcast(&hello, sizeof hello, 0));
     MEMFIT_RETURN_IF_ERROR(made);
     if (hello.failed) return Status::error("NCCL did not start on rank 0 (ncclGetUniqueId failed)");
-    return check(nccl_.init_rank(&comm_, host_.size(), hello.id, host_.rank()), "ncclCommInitRank");
+    ncclComm_t comm = nullptr;  // unset on failure: the destructor has nothing to destroy
+    MEMFIT_RETURN_IF_ERROR(
+        check(nccl_.init_rank(&comm, host_.size(), hello.id, host_.rank()), "ncclCommInitRank"));
+    comm_ = comm;
+    return Status::ok();
   }
 
   int rank() const override { return host_.rank(); }
