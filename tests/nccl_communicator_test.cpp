@@ -26,8 +26,10 @@
 namespace memfit {
 namespace {
 
+// Skips the test unless this build has NCCL and the machine a GPU.
 #define REQUIRE_GPU()                                                                          \
   do {                                                                                         \
+    if (!cuda::built_with_nccl()) GTEST_SKIP() << "built without NCCL";                        \
     if (auto probe = cuda::device_info(local_rank()); !probe) GTEST_SKIP() << probe.message(); \
   } while (0)
 

@@ -192,6 +192,8 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
+bool built_with_nccl() { return true; }
+
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& host) {
   const int gpu = local_rank();
   if (auto info = device_info(gpu); !info) {
@@ -210,6 +212,8 @@ Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& host)
 #else
 
 namespace memfit::cuda {
+
+bool built_with_nccl() { return false; }
 
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator&) {
   if (!built_with_cuda()) return device_info(0).status();  // says what to install

@@ -12,6 +12,10 @@
 
 namespace memfit::cuda {
 
+// Whether this memfit was built with NCCL (CMake found nccl.h beside the
+// CUDA toolkit).
+bool built_with_nccl();
+
 // NCCL over the ranks of `host`, which starts it (rank 0's NCCL id goes to
 // every rank by host.broadcast) and keeps serving what lives in host memory.
 // The result has host's ranks; this rank uses GPU local_rank(), the one the
