@@ -1,5 +1,6 @@
 // The one-rank communicator, and what the environment says about MPI.
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "memfit/dist.h"
@@ -29,14 +30,15 @@ class LocalCommunicator final : public Communicator {
   void abort(int) override {}
 };
 
-// The value of an environment variable read as a rank count; 0 if unset or
-// not a number.
-long env_count(const char* name) {
+// The value of an environment variable read as a whole number from 0 to
+// 2^30; none if it is unset or not one.
+std::optional<int> env_number(const char* name) {
   const char* text = std::getenv(name);
-  if (text == nullptr) return 0;
+  if (text == nullptr) return std::nullopt;
   char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  return end != text && *end == '\0' ? value : 0;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 0 || value > (1L << 30)) return std::nullopt;
+  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -58,7 +60,7 @@ bool mpi_available() {
 // rank is no different from running alone.
 bool launched_by_mpi() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    long size = env_count(name);
+    const int size = env_number(name).value_or(0);
     if (size > 0) return size > 1;
   }
   return false;
@@ -67,15 +69,9 @@ bool launched_by_mpi() {
 // Open MPI sets OMPI_COMM_WORLD_LOCAL_RANK, MPICH's Hydra MPI_LOCALRANKID,
 // srun SLURM_LOCALID; PMIx launchers PMIX_LOCAL_RANK.
 int local_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK",
-                           "SLURM_LOCALID"}) {
-    const char* text = std::getenv(name);
-    if (text == nullptr) continue;
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    if (end != text && *end == '\0' && value >= 0 && value < (1L << 30)) {
-      return static_cast<int>(value);
-    }
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
+    if (const std::optional<int> rank = env_number(name)) return *rank;
   }
   return 0;
 }
