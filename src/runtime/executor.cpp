@@ -36,12 +36,13 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   std::vector<size_t> workspace_bytes;
   for (size_t n = 0; n < graph.num_nodes(); ++n) {
     const NodeId id(static_cast<int32_t>(n));
-    MEMFIT_ASSIGN_OR_RETURN(NodeKernel made, make_node_kernel(graph, id, backend, *reference));
-    if (!on_host && made.backend != backend.name()) {
+    // Off the host, the reference kernels are not asked: they could not run there.
+    if (!on_host && !backend.supports(graph, graph.node(id))) {
       return Status::error("the " + std::string(backend.name()) + " backend has no kernel for " +
                            std::string(op_name(graph.node(id).op)) + " (node '" +
                            graph.node(id).name + "'), and the reference kernels run on the host");
     }
+    MEMFIT_ASSIGN_OR_RETURN(NodeKernel made, make_node_kernel(graph, id, backend, *reference));
     workspace_bytes.push_back(made.kernel->workspace_bytes());
     exe->kernels_.push_back(std::move(made.kernel));
     exe->node_backends_.emplace_back(made.backend);

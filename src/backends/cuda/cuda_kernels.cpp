@@ -173,6 +173,7 @@ bool has_kernel(const Graph& graph, const Node& node) {
     case OpKind::mul:
       return all_f32(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
     case OpKind::reshape:
+    case OpKind::reorder:  // plain to plain (has_kernel's first test): the only layouts kept here
     case OpKind::to_host:
     case OpKind::to_device:
     case OpKind::swap_wait:
@@ -222,7 +223,8 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
       };
       break;
     }
-    case OpKind::reshape: {  // the same bytes; nothing to do in place
+    case OpKind::reshape:    // the same bytes; nothing to do in place
+    case OpKind::reorder: {  // plain to plain: a copy
       const size_t bytes = graph.value(node.outputs[0]).bytes();
       launch = [bytes](const KernelArgs& a, void* stream) {
         if (a.inputs[0] == a.outputs[0]) return;
