@@ -47,12 +47,48 @@ class MillisecondClock final : public KernelClock {
   std::vector<bool> set_;
 };
 
+// What a device's stream points saw: how many were recorded, how many
+// waited for from a thread other than the recording one, and how many waits
+// came before their point's record.
+struct PointLog {
+  std::mutex mutex;
+  std::vector<bool> recorded;  // since its last wait
+  std::thread::id recorder;
+  size_t records = 0, waits_off_thread = 0, early_waits = 0;
+};
+
+class LoggedPoints final : public StreamPoints {
+ public:
+  LoggedPoints(PointLog& log, size_t count) : log_(log) {
+    std::lock_guard<std::mutex> lock(log_.mutex);
+    log_.recorded.assign(count, false);
+  }
+  Status record(size_t i) override {
+    std::lock_guard<std::mutex> lock(log_.mutex);
+    log_.recorded.at(i) = true;
+    log_.recorder = std::this_thread::get_id();
+    ++log_.records;
+    return Status::ok();
+  }
+  Status wait(size_t i) override {
+    std::lock_guard<std::mutex> lock(log_.mutex);
+    if (!log_.recorded.at(i)) ++log_.early_waits;
+    log_.recorded[i] = false;
+    if (std::this_thread::get_id() != log_.recorder) ++log_.waits_off_thread;
+    return Status::ok();
+  }
+
+ private:
+  PointLog& log_;
+};
+
 // Host memory as a device whose arenas are PROT_NONE except while open
 // (unless made with guard false: then only a device other than the host);
-// its kernel clock is a MillisecondClock.
+// its kernel clock is a MillisecondClock, its stream points LoggedPoints.
 class GuardedDevice final : public Device {
  public:
-  explicit GuardedDevice(bool guard = true) : guard_(guard) {}
+  // `points` false: a device without stream points (Device's default).
+  explicit GuardedDevice(bool guard = true, bool points = true) : guard_(guard), points_on_(points) {}
   std::string_view name() const override { return "guarded"; }
 
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) const override {
@@ -100,6 +136,11 @@ class GuardedDevice final : public Device {
   Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const override {
     return std::unique_ptr<KernelClock>(std::make_unique<MillisecondClock>(marks));
   }
+  Result<std::unique_ptr<StreamPoints>> stream_points(size_t count) const override {
+    if (!points_on_) return Device::stream_points(count);
+    return std::unique_ptr<StreamPoints>(std::make_unique<LoggedPoints>(points_, count));
+  }
+  const PointLog& points() const { return points_; }
 
   // The arena's sizes as asked for, in order.
   std::vector<size_t> allocated() const {
@@ -159,7 +200,9 @@ class GuardedDevice final : public Device {
   }
 
   bool guard_;
+  bool points_on_;
   mutable std::atomic<size_t> synchronizations_ = 0;
+  mutable PointLog points_;
   mutable std::mutex mutex_;
   mutable std::vector<Mapping> arenas_;
   mutable std::vector<size_t> allocated_;
@@ -170,11 +213,12 @@ class GuardedDevice final : public Device {
 // no kernel for.
 class GuardedBackend final : public Backend {
  public:
-  explicit GuardedBackend(std::optional<OpKind> missing = std::nullopt, bool guard = true)
+  explicit GuardedBackend(std::optional<OpKind> missing = std::nullopt, bool guard = true,
+                          bool points = true)
       : cpu_(make_cpu_backend()),
         reference_(make_reference_backend()),
         missing_(missing),
-        device_(std::make_shared<GuardedDevice>(guard)) {}
+        device_(std::make_shared<GuardedDevice>(guard, points)) {}
   std::string_view name() const override { return "guarded"; }
   bool supports(const Graph&, const Node& node) const override { return node.op != missing_; }
   TensorLayout layout(const Graph& graph, ValueId value) const override {
@@ -408,15 +452,18 @@ class DeviceMemoryCommunicator final : public Communicator {
 // One data-parallel step of mlp on two ranks (threads), each on its own rows:
 // on the host (the cpu backend) or on an unguarded GuardedDevice (a device
 // other than the host), with the thread communicators as they are or
-// claiming to sum device memory. Rank r's steps and its device's
-// synchronizations.
+// claiming to sum device memory. Rank r's steps, and its device's
+// synchronizations and stream points.
+struct DeviceWaits {
+  size_t synchronizations = 0, point_records = 0, point_waits_off_thread = 0, early_waits = 0;
+};
 struct RankSteps {
   std::vector<Steps> ranks;
-  std::vector<size_t> synchronizations;
+  std::vector<DeviceWaits> waits;
   size_t buckets = 0;
 };
 
-RankSteps two_rank_step(bool off_host, bool device_memory_comm) {
+RankSteps two_rank_step(bool off_host, bool device_memory_comm, bool stream_points = true) {
   StepSpec spec = testing::test_spec({.name = "mlp", .batch = 4});
   spec.ranks = 2;
   spec.bucket_mb = 0.02;  // several buckets
@@ -424,7 +471,7 @@ RankSteps two_rank_step(bool off_host, bool device_memory_comm) {
   auto comms = make_thread_communicators(2);
   RankSteps run;
   run.ranks.resize(2);
-  run.synchronizations.resize(2);
+  run.waits.resize(2);
   std::vector<std::thread> threads;
   std::vector<size_t> buckets(2);
   for (size_t r = 0; r < 2; ++r) {
@@ -438,11 +485,13 @@ RankSteps two_rank_step(bool off_host, bool device_memory_comm) {
         return;
       }
       buckets[r] = step->all_reduce.buckets;
-      GuardedBackend device(std::nullopt, false);
+      GuardedBackend device(std::nullopt, false, stream_points);
       const Backend& backend = off_host ? static_cast<const Backend&>(device) : *step->backend;
       run.ranks[r] = run_steps(*step, backend, ExecOptions{.poison = true, .comm = comm}, 1,
                                static_cast<int64_t>(r) * spec.model.batch);
-      run.synchronizations[r] = device.guarded().synchronizations();
+      const PointLog& points = device.guarded().points();
+      run.waits[r] = {device.guarded().synchronizations(), points.records,
+                      points.waits_off_thread, points.early_waits};
     });
   }
   for (std::thread& t : threads) t.join();
@@ -450,9 +499,10 @@ RankSteps two_rank_step(bool off_host, bool device_memory_comm) {
   return run;
 }
 
-// Off the host, each collective waits for the device (its bucket's kernels
-// may still run) and goes to a communicator that sums device memory (NCCL on
-// a GPU); the step's bits are the host's.
+// Off the host, each collective goes to a communicator that sums device
+// memory (NCCL on a GPU) once its bucket's kernels have run: the
+// communication thread waits for a stream point after them, while the host
+// goes on issuing kernels. The step's bits are the host's.
 TEST(Device, OffTheHostBucketsGoToACommunicatorOfDeviceMemory) {
   const RankSteps host = two_rank_step(false, false);
   const RankSteps device = two_rank_step(true, true);
@@ -463,11 +513,30 @@ TEST(Device, OffTheHostBucketsGoToACommunicatorOfDeviceMemory) {
     ASSERT_TRUE(device.ranks[r].error.is_ok()) << device.ranks[r].error.message();
     ASSERT_EQ(host.ranks[r].results.size(), 1u);
     expect_same_bits(host.ranks[r], device.ranks[r]);
-    EXPECT_GE(device.synchronizations[r], host.buckets) << "one before each collective";
+    const DeviceWaits& waits = device.waits[r];
+    EXPECT_EQ(waits.point_records, host.buckets) << "one point after each bucket's kernels";
+    EXPECT_EQ(waits.point_waits_off_thread, host.buckets) << "each waited for by the collective";
+    EXPECT_EQ(waits.early_waits, 0u);
+    EXPECT_LT(waits.synchronizations, host.buckets) << "the host does not wait for each bucket";
   }
   // The ranks summed their gradients: both hold the same parameters.
   for (const auto& [name, data] : device.ranks[0].state.tensors()) {
     EXPECT_EQ(*device.ranks[1].state.find(name), data) << name;
+  }
+}
+
+// A device other than the host without stream points: the host waits for
+// it before each collective instead, and the bits are the same.
+TEST(Device, OffTheHostWithoutStreamPointsTheHostWaitsBeforeEachCollective) {
+  const RankSteps host = two_rank_step(false, false);
+  const RankSteps device = two_rank_step(true, true, false);
+  ASSERT_GT(host.buckets, 1u);
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    ASSERT_TRUE(device.ranks[r].error.is_ok()) << device.ranks[r].error.message();
+    expect_same_bits(host.ranks[r], device.ranks[r]);
+    EXPECT_EQ(device.waits[r].point_records, 0u);
+    EXPECT_GE(device.waits[r].synchronizations, host.buckets) << "one before each collective";
   }
 }
 

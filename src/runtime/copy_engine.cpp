@@ -23,9 +23,10 @@ int64_t CopyEngine::copy(void* dst, const void* src, size_t bytes, Done done) {
   return transfer(bytes, [dst, src, bytes] { std::memcpy(dst, src, bytes); }, std::move(done));
 }
 
-int64_t CopyEngine::transfer(size_t bytes, std::function<void()> work, Done done) {
+int64_t CopyEngine::transfer(size_t bytes, std::function<void()> work, Done done,
+                             std::function<void()> ready) {
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back(Task{std::move(work), bytes, std::move(done)});
+  queue_.push_back(Task{std::move(work), bytes, std::move(done), std::move(ready)});
   issued_cv_.notify_one();
   return issued_++;
 }
@@ -36,7 +37,7 @@ int64_t CopyEngine::poison(void* data, size_t bytes) {
                 std::numeric_limits<float>::quiet_NaN());
   };
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back(Task{std::move(task), 0, nullptr});
+  queue_.push_back(Task{std::move(task), 0, nullptr, nullptr});
   issued_cv_.notify_one();
   return issued_++;
 }
@@ -64,6 +65,7 @@ void CopyEngine::loop() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
+    if (task.ready) task.ready();
     if (!task.done) {
       task.work();
     } else {

@@ -34,8 +34,10 @@ class CopyEngine final : public SwapStream {
   int64_t copy(void* dst, const void* src, size_t bytes, Done done) override;
   // Issues `work`, which moves `bytes` bytes over the link (a collective):
   // it completes no earlier than bytes / bandwidth after it started; then
-  // `done` runs as for a copy.
-  int64_t transfer(size_t bytes, std::function<void()> work, Done done);
+  // `done` runs as for a copy. `ready`, where given, runs first and is not
+  // timed: it waits until the bytes may be read (a GPU's kernels writing them).
+  int64_t transfer(size_t bytes, std::function<void()> work, Done done,
+                   std::function<void()> ready = nullptr);
   // Issues the filling of `bytes` at `data` with NaN, which moves no bytes
   // over the link; it runs after every task issued before it.
   int64_t poison(void* data, size_t bytes) override;
@@ -50,6 +52,7 @@ class CopyEngine final : public SwapStream {
     std::function<void()> work;
     size_t bytes = 0;  // over the link
     Done done;  // copies and transfers
+    std::function<void()> ready;  // transfers: before work, untimed
   };
   void loop();
 

@@ -59,6 +59,19 @@ class KernelClock {
   virtual Result<std::vector<double>> read() = 0;
 };
 
+// Points on the compute stream that another thread waits for, where a
+// kernel's launch returns before it runs (a GPU): point i passes once every
+// kernel issued before its record(i) has run. Made once, recorded again on
+// every step.
+class StreamPoints {
+ public:
+  virtual ~StreamPoints() = default;
+  // On the thread that issues the kernels, after them.
+  virtual Status record(size_t i) = 0;
+  // From any thread, after record(i): blocks until point i has passed.
+  virtual Status wait(size_t i) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -86,6 +99,9 @@ class Device {
   // A clock of `marks` marks that times the kernels; null where the host's
   // clock around a kernel times it (the host, whose kernels return when done).
   virtual Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const;
+  // `count` stream points; null where a kernel has run when its launch
+  // returns (the host), so that there is nothing to wait for.
+  virtual Result<std::unique_ptr<StreamPoints>> stream_points(size_t count) const;
 };
 
 // The host as a device: arena and host pool in the process's memory, copies

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <new>
 
@@ -145,7 +146,12 @@ Status Executable::set_up(bool poison) {
   if (has_copy_nodes(scheduled)) {
     MEMFIT_ASSIGN_OR_RETURN(copies_, device_->swap_stream(options_.link_gbps * 1e9));
   }
-  if (has_comm_nodes(scheduled)) comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
+  if (has_comm_nodes(scheduled)) {
+    comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
+    const auto comm_nodes = std::count_if(scheduled.nodes().begin(), scheduled.nodes().end(),
+                                          [](const Node& node) { return op_info(node.op).comm; });
+    MEMFIT_ASSIGN_OR_RETURN(points_, device_->stream_points(static_cast<size_t>(comm_nodes)));
+  }
   // Marks: the kernels' start, then one before and one after each node.
   MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(1 + 2 * scheduled.num_nodes()));
   if (poison) {
@@ -314,6 +320,7 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   if (clock_) clock_->mark(0);
   result.io_seconds = last_step_.data_in.end;
   std::vector<int64_t> event(g.num_nodes(), -1);  // the task of each copy or comm node
+  size_t comm_nodes_started = 0;
   Status comm_status;  // the first collective's error; written on the communication thread
   Status failed;       // a device's error; the streams drain before it returns
   std::vector<void*> inputs, outputs;
@@ -352,9 +359,12 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       last_step_.nodes[n] = Span{since_start(start), since_start(end)};
       if (op_info(node.op).comm) {
         // On a GPU the kernels that fill the bucket may still run: the
-        // collective, issued from the communication thread, starts after them.
-        if (off_host && failed.is_ok()) failed = device_->synchronize();
-        event[n] = start_collective(node, outputs[0], result, comm_status);
+        // communication thread waits for a point after them, not this one.
+        // (A device without stream points is waited for here, by the host.)
+        const auto point = static_cast<int64_t>(comm_nodes_started++);
+        if (points_ && failed.is_ok()) failed = points_->record(static_cast<size_t>(point));
+        if (!points_ && off_host && failed.is_ok()) failed = device_->synchronize();
+        event[n] = start_collective(node, outputs[0], points_ ? point : -1, result, comm_status);
       }
     }
     if (options_.poison) {
@@ -429,8 +439,8 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   return result;
 }
 
-int64_t Executable::start_collective(const Node& node, void* bucket, StepResult& result,
-                                     Status& status) {
+int64_t Executable::start_collective(const Node& node, void* bucket, int64_t point,
+                                     StepResult& result, Status& status) {
   const auto& attrs = std::get<BucketAttrs>(node.attrs);
   auto* data = static_cast<float*>(bucket);
   Communicator* comm = options_.comm;
@@ -438,6 +448,16 @@ int64_t Executable::start_collective(const Node& node, void* bucket, StepResult&
   const auto size = static_cast<size_t>(attrs.size);
   const auto block = static_cast<size_t>(attrs.block());
   // Runs on the communication thread; `result` and `status` are read after drain().
+  // First, untimed, the wait for the kernels that fill the bucket (a GPU's).
+  std::function<void()> ready;
+  if (point >= 0) {
+    ready = [points = points_.get(), point, &status] {
+      if (!status.is_ok()) return;
+      if (Status passed = points->wait(static_cast<size_t>(point)); !passed.is_ok()) {
+        status = std::move(passed);
+      }
+    };
+  }
   return comms_->transfer(
       static_cast<size_t>(comm_wire_bytes(op, attrs)),
       [comm, op, data, size, block, &status] {
@@ -447,7 +467,8 @@ int64_t Executable::start_collective(const Node& node, void* bucket, StepResult&
                                                            : comm->all_gather(data, block);
         if (!done.is_ok()) status = std::move(done);
       },
-      [&result](SwapStream::Clock::time_point, double seconds) { result.comm_seconds += seconds; });
+      [&result](SwapStream::Clock::time_point, double seconds) { result.comm_seconds += seconds; },
+      std::move(ready));
 }
 
 }  // namespace memfit

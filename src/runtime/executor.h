@@ -193,7 +193,8 @@ class Executable {
   // Issues the collective of comm node `node` (all_reduce_start,
   // reduce_scatter_start, all_gather_start) on its output `bucket`; returns
   // its event. Its seconds go to `result`, its error, if any, to `status`.
-  int64_t start_collective(const Node& node, void* bucket, StepResult& result, Status& status);
+  int64_t start_collective(const Node& node, void* bucket, int64_t point, StepResult& result,
+                           Status& status);
   // allocate()'s work after the arena: dead slices, events, the host pool,
   // the swap stream, poison mode.
   Status set_up(bool poison);
@@ -214,6 +215,9 @@ class Executable {
   std::unique_ptr<SwapStream> copies_;  // null when the graph has no copy node
   std::unique_ptr<CopyEngine> comms_;   // null when it has no all_reduce_start
   std::unique_ptr<KernelClock> clock_;  // the device's kernel clock; null on the host
+  // One per comm node, after the kernels that fill its bucket: the
+  // communication thread waits for it. Null on the host.
+  std::unique_ptr<StreamPoints> points_;
   bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
   // Per node: the copy nodes and the communication nodes whose events it

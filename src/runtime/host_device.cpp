@@ -56,6 +56,10 @@ Result<std::unique_ptr<KernelClock>> Device::kernel_clock(size_t) const {
   return std::unique_ptr<KernelClock>();
 }
 
+Result<std::unique_ptr<StreamPoints>> Device::stream_points(size_t) const {
+  return std::unique_ptr<StreamPoints>();
+}
+
 std::shared_ptr<const Device> host_device() {
   static const auto device = std::make_shared<const HostDevice>();
   return device;

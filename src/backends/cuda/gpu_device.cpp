@@ -204,6 +204,53 @@ class GpuKernelClock final : public KernelClock {
   Status error_;           // the first failure since the last read
 };
 
+// Stream points as CUDA events on the compute stream, made once without
+// timing; another thread waits for one with cudaEventSynchronize, asleep
+// (cudaEventBlockingSync) rather than spinning beside the thread that
+// issues the kernels.
+class GpuStreamPoints final : public StreamPoints {
+ public:
+  GpuStreamPoints(int index, cudaStream_t compute) : index_(index), compute_(compute) {}
+  ~GpuStreamPoints() override {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  GpuStreamPoints(const GpuStreamPoints&) = delete;
+  GpuStreamPoints& operator=(const GpuStreamPoints&) = delete;
+
+  Status create(size_t count) {
+    MEMFIT_CUDA_CALL(cudaSetDevice(index_));
+    events_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      cudaEvent_t event = nullptr;
+      MEMFIT_CUDA_CALL(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync));
+      events_.push_back(event);
+    }
+    return Status::ok();
+  }
+  Status record(size_t i) override {
+    MEMFIT_RETURN_IF_ERROR(check(i));
+    MEMFIT_CUDA_CALL(cudaEventRecord(events_[i], compute_));
+    return Status::ok();
+  }
+  Status wait(size_t i) override {
+    MEMFIT_RETURN_IF_ERROR(check(i));
+    MEMFIT_CUDA_CALL(cudaSetDevice(index_));  // the waiting thread's device
+    MEMFIT_CUDA_CALL(cudaEventSynchronize(events_[i]));
+    return Status::ok();
+  }
+
+ private:
+  Status check(size_t i) const {
+    if (i < events_.size()) return Status::ok();
+    return Status::error("stream point " + std::to_string(i) + " of " +
+                         std::to_string(events_.size()));
+  }
+
+  int index_;
+  cudaStream_t compute_;
+  std::vector<cudaEvent_t> events_;
+};
+
 void free_device(std::byte* p) { cudaFree(p); }
 void free_pinned(std::byte* p) { cudaFreeHost(p); }
 
@@ -275,6 +322,11 @@ class GpuDevice final : public Device {
     auto clock = std::make_unique<GpuKernelClock>(index_, compute_);
     MEMFIT_RETURN_IF_ERROR(clock->create(marks));
     return std::unique_ptr<KernelClock>(std::move(clock));
+  }
+  Result<std::unique_ptr<StreamPoints>> stream_points(size_t count) const override {
+    auto points = std::make_unique<GpuStreamPoints>(index_, compute_);
+    MEMFIT_RETURN_IF_ERROR(points->create(count));
+    return std::unique_ptr<StreamPoints>(std::move(points));
   }
 
  private:
