@@ -88,7 +88,8 @@ class LoggedPoints final : public StreamPoints {
 class GuardedDevice final : public Device {
  public:
   // `points` false: a device without stream points (Device's default).
-  explicit GuardedDevice(bool guard = true, bool points = true) : guard_(guard), points_on_(points) {}
+  explicit GuardedDevice(bool guard = true, bool points = true)
+      : guard_(guard), points_on_(points) {}
   std::string_view name() const override { return "guarded"; }
 
   Result<std::shared_ptr<std::byte>> allocate(size_t bytes) const override {
@@ -490,8 +491,8 @@ RankSteps two_rank_step(bool off_host, bool device_memory_comm, bool stream_poin
       run.ranks[r] = run_steps(*step, backend, ExecOptions{.poison = true, .comm = comm}, 1,
                                static_cast<int64_t>(r) * spec.model.batch);
       const PointLog& points = device.guarded().points();
-      run.waits[r] = {device.guarded().synchronizations(), points.records,
-                      points.waits_off_thread, points.early_waits};
+      run.waits[r] = {device.guarded().synchronizations(), points.records, points.waits_off_thread,
+                      points.early_waits};
     });
   }
   for (std::thread& t : threads) t.join();

@@ -222,7 +222,8 @@ class GpuStreamPoints final : public StreamPoints {
     events_.reserve(count);
     for (size_t i = 0; i < count; ++i) {
       cudaEvent_t event = nullptr;
-      MEMFIT_CUDA_CALL(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync));
+      MEMFIT_CUDA_CALL(
+          cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync));
       events_.push_back(event);
     }
     return Status::ok();
