@@ -146,6 +146,16 @@ TEST(CudaKernels, CoverEveryOp) {
   EXPECT_EQ(testing::all_ops().size(), 83u);
 }
 
+// Each rank takes the GPU its local rank names, unless it sees one GPU only
+// (its launcher gave each rank its own by CUDA_VISIBLE_DEVICES): that one.
+TEST(RankGpu, TheLocalRanksOrTheOnlyVisibleOne) {
+  EXPECT_EQ(rank_gpu(0, 4), 0);
+  EXPECT_EQ(rank_gpu(3, 4), 3);
+  EXPECT_EQ(rank_gpu(3, 1), 0);
+  EXPECT_EQ(rank_gpu(2, 0), 2) << "no GPU: the backend's error names the local rank's";
+  EXPECT_EQ(rank_gpu(5, 2), 5) << "too few GPUs: the same";
+}
+
 // A reorder is a copy between plain values; into or out of the cpu
 // backend's blocked layouts it has no kernel.
 TEST(CudaKernels, ReorderOnlyPlainToPlain) {

@@ -18,7 +18,7 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "reference") return make_reference_backend();
   // One GPU per rank: the ranks on a machine take its GPUs by local rank.
-  if (name == "cuda") return make_cuda_backend(local_rank(), fastest_kernels);
+  if (name == "cuda") return make_cuda_backend(rank_gpu(), fastest_kernels);
   return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
 }
 

@@ -8,12 +8,21 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
 #include "backends/cuda/cublas_library.h"
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_launch.h"
 #include "backends/cuda/launch_kernel.h"
+#include "memory/memory_plan.h"
 
 namespace memfit::cuda {
 namespace {
+
+constexpr size_t kBlasAlignment = 256;  // cublasSetWorkspace's
+static_assert(kBlasAlignment % kArenaAlignment == 0);
 
 // y = a b (+ c) for matmul (batched, b shared when 2-D), y = x w^T (+ bias)
 // (+ c) (then relu) for linear and linear_relu: cuBLAS's product in its
@@ -31,7 +40,11 @@ class ProductKernel final : public Kernel {
   };
   ProductKernel(std::shared_ptr<const Context> context, Shape shape)
       : context_(std::move(context)), shape_(shape) {}
-  size_t workspace_bytes() const override { return context_->blas_workspace_bytes; }
+  // cuBLAS takes a workspace aligned to 256 bytes; a planned slice is
+  // aligned to kArenaAlignment, so the slice is that much larger.
+  size_t workspace_bytes() const override {
+    return context_->blas_workspace_bytes + kBlasAlignment - kArenaAlignment;
+  }
   void run(const KernelArgs& args) override {
     auto blas = static_cast<cublasHandle_t>(context_->blas);
     const CublasLibrary& cublas = **cublas_library();  // opened: the backend made the handle
@@ -48,15 +61,26 @@ class ProductKernel final : public Kernel {
       }
       beta = 1.0f;
     }
-    cublas.set_workspace(blas, args.workspace, workspace_bytes());
+    const auto at = reinterpret_cast<uintptr_t>(args.workspace);
+    void* workspace = static_cast<std::byte*>(args.workspace) +
+                      ((kBlasAlignment - at % kBlasAlignment) % kBlasAlignment);
+    const auto check = [&](cublasStatus_t status, const char* call) {
+      if (status == CUBLAS_STATUS_SUCCESS) return;
+      report_error(*context_->device,
+                   Status::error(std::string(call) + ": " + cublas.status_string(status)));
+    };
+    check(cublas.set_workspace(blas, workspace, context_->blas_workspace_bytes),
+          "cublasSetWorkspace");
     const float alpha = 1.0f;
     const int m = static_cast<int>(shape_.n), n = static_cast<int>(shape_.m),
               k = static_cast<int>(shape_.k);
-    cublas.sgemm_strided_batched(blas, shape_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 shape_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
-                                 in(args, 1), shape_.trans_b ? k : m, shape_.b_batch_stride,
-                                 in(args, 0), shape_.trans_a ? n : k, shape_.m * shape_.k, &beta, y,
-                                 m, shape_.m * shape_.n, static_cast<int>(shape_.batch));
+    check(cublas.sgemm_strided_batched(blas, shape_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       shape_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+                                       in(args, 1), shape_.trans_b ? k : m, shape_.b_batch_stride,
+                                       in(args, 0), shape_.trans_a ? n : k, shape_.m * shape_.k,
+                                       &beta, y, m, shape_.m * shape_.n,
+                                       static_cast<int>(shape_.batch)),
+          "cublasSgemmStridedBatched");
     if (shape_.bias >= 0 || shape_.relu) {
       launch_bias_add_relu(
           y, shape_.bias >= 0 ? in(args, static_cast<size_t>(shape_.bias)) : nullptr, nullptr,

@@ -7,6 +7,7 @@
 #include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "memfit/dist.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -98,6 +99,16 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device,
 #else
   return info.status();
 #endif
+}
+
+int rank_gpu(int local_rank, int visible_gpus) { return visible_gpus == 1 ? 0 : local_rank; }
+
+int rank_gpu() {
+  int visible = 0;
+#ifdef MEMFIT_HAVE_CUDA
+  if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0;  // device_info says why
+#endif
+  return rank_gpu(local_rank(), visible);
 }
 
 }  // namespace memfit

@@ -20,4 +20,10 @@ namespace memfit {
 // cores, not deterministic) instead of the first deterministic FP32 one.
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device = 0, bool fastest_kernels = false);
 
+// The GPU this rank takes: the one its local rank names (memfit/dist.h:
+// local_rank; one GPU per rank), or the only GPU it sees, where its launcher
+// gives each rank its own by CUDA_VISIBLE_DEVICES.
+int rank_gpu();
+int rank_gpu(int local_rank, int visible_gpus);
+
 }  // namespace memfit

@@ -101,6 +101,9 @@ Result<std::shared_ptr<const Device>> make_gpu_device(int index = 0);
 // The compute stream (cudaStream_t) of a Device that make_gpu_device made,
 // for the kernels to launch on.
 void* compute_stream(const Device& device);
+// A library call in a kernel's run (cuBLAS, cuDNN) failed: the device's next
+// synchronize returns the first such error, as it does a failed launch's.
+void report_error(const Device& device, Status error);
 
 // The host link's bandwidth in GB/s (1e9 bytes per second): `bytes` copied
 // from pinned host memory to the device and back `repeats` times on a copy

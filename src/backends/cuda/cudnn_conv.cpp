@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_launch.h"
 #include "ops/conv_util.h"
 
@@ -78,8 +79,10 @@ struct ConvDescriptors {
                                                       dilation.data(), CUDNN_CROSS_CORRELATION,
                                                       CUDNN_DATA_FLOAT));
     MEMFIT_CUDNN_CALL(cudnnSetConvolutionGroupCount(conv, static_cast<int>(win.groups)));
-    MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(
-        conv, fastest ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH));
+    // FMA: plain FP32 (cuDNN's default math allows TF32 on Ampere and
+    // newer); tensor ops: TF32 for FP32 data, never a conversion to FP16.
+    MEMFIT_CUDNN_CALL(
+        cudnnSetConvolutionMathType(conv, fastest ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     return Status::ok();
   }
 };
@@ -117,18 +120,20 @@ ReduceShape bias_gradient_shape(const Shape& dy) {
   return db;
 }
 
-// The first of cuDNN's heuristic choices that ran its checks and, unless
-// `fastest`, is deterministic and uses plain FP32 arithmetic; the
-// convolution's math type is set to the one it computes with.
+// The first of cuDNN's heuristic choices that ran its checks and does not
+// convert FP32 to FP16; unless `fastest`, one that is deterministic and
+// without tensor ops, computed in plain FP32 (CUDNN_FMA_MATH, as cuDNN's
+// default math type allows TF32). The convolution's math type is set to the
+// one it computes with.
 template <class Perf>
 Result<Perf> choose(const Perf* perf, int count, bool fastest, cudnnConvolutionDescriptor_t conv,
                     const char* what) {
   for (int k = 0; k < count; ++k) {
-    const bool tensor_ops = perf[k].mathType == CUDNN_TENSOR_OP_MATH ||
-                            perf[k].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    const cudnnMathType_t math = perf[k].mathType;
     if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-    if (fastest || (perf[k].determinism == CUDNN_DETERMINISTIC && !tensor_ops)) {
-      MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(conv, perf[k].mathType));
+    if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+    if (fastest || (perf[k].determinism == CUDNN_DETERMINISTIC && math != CUDNN_TENSOR_OP_MATH)) {
+      MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(conv, fastest ? math : CUDNN_FMA_MATH));
       return perf[k];
     }
   }
@@ -230,8 +235,10 @@ class ConvKernel final : public Kernel {
           }
           beta = 1.0f;
         }
-        cudnnConvolutionForward(dnn, &one, d_.x, args.inputs[0], d_.w, args.inputs[1], d_.conv,
-                                forward_, args.workspace, workspace_, &beta, d_.y, y);
+        check(
+            cudnnConvolutionForward(dnn, &one, d_.x, args.inputs[0], d_.w, args.inputs[1], d_.conv,
+                                    forward_, args.workspace, workspace_, &beta, d_.y, y),
+            "cudnnConvolutionForward");
         if (bias_ >= 0 || relu_) {
           launch_bias_add_relu(
               y,
@@ -242,9 +249,10 @@ class ConvKernel final : public Kernel {
         return;
       }
       case Direction::data:
-        cudnnConvolutionBackwardData(dnn, &one, d_.w, args.inputs[1], d_.y, args.inputs[0], d_.conv,
-                                     data_, args.workspace, workspace_, &beta, d_.x,
-                                     args.outputs[0]);
+        check(cudnnConvolutionBackwardData(dnn, &one, d_.w, args.inputs[1], d_.y, args.inputs[0],
+                                           d_.conv, data_, args.workspace, workspace_, &beta, d_.x,
+                                           args.outputs[0]),
+              "cudnnConvolutionBackwardData");
         if (bias_ >= 0) {
           launch_bias_add_relu(static_cast<float*>(args.outputs[0]),
                                static_cast<const float*>(args.inputs[static_cast<size_t>(bias_)]),
@@ -252,9 +260,10 @@ class ConvKernel final : public Kernel {
         }
         return;
       case Direction::filter:
-        cudnnConvolutionBackwardFilter(dnn, &one, d_.x, args.inputs[1], d_.y, args.inputs[0],
-                                       d_.conv, filter_, args.workspace, workspace_, &beta, d_.w,
-                                       args.outputs[0]);
+        check(cudnnConvolutionBackwardFilter(dnn, &one, d_.x, args.inputs[1], d_.y, args.inputs[0],
+                                             d_.conv, filter_, args.workspace, workspace_, &beta,
+                                             d_.w, args.outputs[0]),
+              "cudnnConvolutionBackwardFilter");
         if (bias_gradient_) {
           launch_reduce_sum(static_cast<const float*>(args.inputs[0]),
                             static_cast<float*>(args.outputs[1]), db_, 1.0, context_->stream);
@@ -264,6 +273,13 @@ class ConvKernel final : public Kernel {
   }
 
  private:
+  // A failed call leaves its output unwritten: the step's synchronize says so.
+  void check(cudnnStatus_t status, const char* call) const {
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    report_error(*context_->device,
+                 Status::error(std::string(call) + ": " + cudnnGetErrorString(status)));
+  }
+
   std::shared_ptr<const Context> context_;
   Direction direction_;
   bool transposed_ = false;

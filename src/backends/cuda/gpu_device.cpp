@@ -2,6 +2,7 @@
 // CUDA runtime's memory, copies, streams and events, each failure a Status
 // with the runtime's words.
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -310,7 +311,12 @@ class GpuDevice final : public Device {
   Status synchronize() const override {
     MEMFIT_CUDA_CALL(cudaStreamSynchronize(compute_));
     MEMFIT_CUDA_CALL(cudaGetLastError());  // a kernel launch that failed since the last check
-    return Status::ok();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::exchange(library_error_, Status::ok());
+  }
+  void report_error(Status error) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (library_error_.is_ok()) library_error_ = std::move(error);
   }
   // The link limit is the hardware's own here: `link_bytes_per_second` is
   // for emulating one on the host.
@@ -333,6 +339,8 @@ class GpuDevice final : public Device {
  private:
   int index_;
   cudaStream_t compute_ = nullptr;
+  mutable std::mutex mutex_;
+  mutable Status library_error_;  // the first since the last synchronize
 };
 
 }  // namespace
@@ -347,6 +355,11 @@ Result<std::shared_ptr<const Device>> make_gpu_device(int index) {
 void* compute_stream(const Device& device) {
   const auto* gpu = dynamic_cast<const GpuDevice*>(&device);
   return gpu != nullptr ? gpu->compute() : nullptr;
+}
+
+void report_error(const Device& device, Status error) {
+  if (const auto* gpu = dynamic_cast<const GpuDevice*>(&device))
+    gpu->report_error(std::move(error));
 }
 
 #endif  // MEMFIT_HAVE_CUDA

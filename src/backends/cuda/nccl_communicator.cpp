@@ -4,12 +4,16 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_device.h"
 
 #if defined(MEMFIT_HAVE_CUDA) && defined(MEMFIT_HAVE_NCCL)
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+
+#include <chrono>
+#include <thread>
 
 #include "backends/cuda/cuda_call.h"
 #include "backends/cuda/shared_library.h"
@@ -28,6 +32,7 @@ struct NcclLibrary {
   decltype(&ncclAllGather) all_gather = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
+  decltype(&ncclCommGetAsyncError) async_error = nullptr;
 };
 
 Result<NcclLibrary> open_nccl() {
@@ -44,6 +49,7 @@ Result<NcclLibrary> open_nccl() {
   MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclAllGather", calls.all_gather));
   MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclBroadcast", calls.broadcast));
   MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclGetErrorString", calls.error_string));
+  MEMFIT_RETURN_IF_ERROR(find_call(library, "NCCL", "ncclCommGetAsyncError", calls.async_error));
   return calls;  // the library stays open for the rest of the process
 }
 
@@ -54,13 +60,13 @@ Result<const NcclLibrary*> nccl_library() {
 }
 
 // Whether `data` is in GPU memory (cudaMalloc'd: the arena). Host memory,
-// pinned or not, is not; a pointer the runtime does not know is host memory.
-bool in_gpu_memory(const void* data) {
+// pinned or not (the runtime reports memory it does not know as
+// unregistered host memory), is not. An error where the runtime cannot say,
+// as after an earlier failure: neither library should then take the buffer.
+Result<bool> in_gpu_memory(const void* data, int gpu) {
+  MEMFIT_CUDA_CALL(cudaSetDevice(gpu));
   cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, data) != cudaSuccess) {
-    (void)cudaGetLastError();  // clears the error, which later calls would see
-    return false;
-  }
+  MEMFIT_CUDA_CALL(cudaPointerGetAttributes(&attributes, data));
   return attributes.type == cudaMemoryTypeDevice;
 }
 
@@ -107,25 +113,29 @@ class NcclCommunicator final : public Communicator {
   bool sums_gpu_memory() const override { return true; }
 
   Status all_reduce_sum(float* data, size_t count) override {
-    if (!in_gpu_memory(data)) return host_.all_reduce_sum(data, count);
+    MEMFIT_ASSIGN_OR_RETURN(const bool on_gpu, in_gpu_memory(data, gpu_));
+    if (!on_gpu) return host_.all_reduce_sum(data, count);
     return run("ncclAllReduce (float sum)", [&] {
       return nccl_.all_reduce(data, data, count, ncclFloat, ncclSum, comm_, stream_);
     });
   }
   Status all_reduce_sum(double* data, size_t count) override {
-    if (!in_gpu_memory(data)) return host_.all_reduce_sum(data, count);
+    MEMFIT_ASSIGN_OR_RETURN(const bool on_gpu, in_gpu_memory(data, gpu_));
+    if (!on_gpu) return host_.all_reduce_sum(data, count);
     return run("ncclAllReduce (double sum)", [&] {
       return nccl_.all_reduce(data, data, count, ncclDouble, ncclSum, comm_, stream_);
     });
   }
   Status all_reduce_max(double* data, size_t count) override {
-    if (!in_gpu_memory(data)) return host_.all_reduce_max(data, count);
+    MEMFIT_ASSIGN_OR_RETURN(const bool on_gpu, in_gpu_memory(data, gpu_));
+    if (!on_gpu) return host_.all_reduce_max(data, count);
     return run("ncclAllReduce (double max)", [&] {
       return nccl_.all_reduce(data, data, count, ncclDouble, ncclMax, comm_, stream_);
     });
   }
   Status broadcast(void* data, size_t bytes, int root) override {
-    if (!in_gpu_memory(data)) return host_.broadcast(data, bytes, root);
+    MEMFIT_ASSIGN_OR_RETURN(const bool on_gpu, in_gpu_memory(data, gpu_));
+    if (!on_gpu) return host_.broadcast(data, bytes, root);
     if (root < 0 || root >= size()) {
       return Status::error("broadcast from rank " + std::to_string(root) + " of a group of " +
                            std::to_string(size()));
@@ -137,7 +147,8 @@ class NcclCommunicator final : public Communicator {
   // NCCL's in-place reduce-scatter leaves this rank's block where it is
   // (recvbuff = sendbuff + rank * count); the interface wants it at the start.
   Status reduce_scatter_sum(float* data, size_t count) override {
-    if (!in_gpu_memory(data)) return host_.reduce_scatter_sum(data, count);
+    MEMFIT_ASSIGN_OR_RETURN(const bool on_gpu, in_gpu_memory(data, gpu_));
+    if (!on_gpu) return host_.reduce_scatter_sum(data, count);
     float* mine = data + static_cast<size_t>(rank()) * count;
     return run("ncclReduceScatter", [&] {
       const ncclResult_t result =
@@ -153,7 +164,8 @@ class NcclCommunicator final : public Communicator {
   // In place: this rank's block is NCCL's send buffer (sendbuff = recvbuff +
   // rank * count).
   Status all_gather(float* data, size_t count) override {
-    if (!in_gpu_memory(data)) return host_.all_gather(data, count);
+    MEMFIT_ASSIGN_OR_RETURN(const bool on_gpu, in_gpu_memory(data, gpu_));
+    if (!on_gpu) return host_.all_gather(data, count);
     float* mine = data + static_cast<size_t>(rank()) * count;
     return run("ncclAllGather",
                [&] { return nccl_.all_gather(mine, data, count, ncclFloat, comm_, stream_); });
@@ -175,12 +187,27 @@ class NcclCommunicator final : public Communicator {
 
   // A collective issued on this rank's GPU by `issue`, waited for (the
   // calls may come from any thread: the executor's communication thread).
+  // While it runs, NCCL's asynchronous error is watched: a rank that failed
+  // or a broken link would leave the collective waiting for ever, so the
+  // communicator is aborted and the error returned instead.
   template <class Issue>
   Status run(const char* call, Issue issue) {
+    if (comm_ == nullptr) return Status::error(std::string(call) + ": NCCL was aborted");
     MEMFIT_CUDA_CALL(cudaSetDevice(gpu_));
     MEMFIT_RETURN_IF_ERROR(check(issue(), call));
-    MEMFIT_CUDA_CALL(cudaStreamSynchronize(stream_));
-    return Status::ok();
+    for (;;) {
+      const cudaError_t done = cudaStreamQuery(stream_);
+      if (done == cudaSuccess) return Status::ok();
+      if (done != cudaErrorNotReady) return failed("cudaStreamQuery", done);
+      ncclResult_t async = ncclSuccess;
+      MEMFIT_RETURN_IF_ERROR(check(nccl_.async_error(comm_, &async), "ncclCommGetAsyncError"));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        (void)nccl_.abort(comm_);
+        comm_ = nullptr;
+        return check(async, call);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 
   Communicator& host_;
@@ -195,7 +222,7 @@ class NcclCommunicator final : public Communicator {
 bool built_with_nccl() { return true; }
 
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& host) {
-  const int gpu = local_rank();
+  const int gpu = rank_gpu();
   if (auto info = device_info(gpu); !info) {
     return Status::error(
         "NCCL: this rank takes GPU " + std::to_string(gpu) +
