@@ -92,7 +92,7 @@ bool mpi_available();
 bool launched_by_mpi();
 // This process's rank among the ranks on its machine, as its launcher tells
 // it (Open MPI, MPICH, PMIx, Slurm); 0 when none does. The cuda backend
-// takes GPU local_rank(): one GPU per rank.
+// takes GPU local_rank() (one GPU per rank), or the only GPU the rank sees.
 int local_rank();
 
 // The MPI world (MPI_Init_thread with MPI_THREAD_SERIALIZED: collectives may
