@@ -7,6 +7,7 @@
 // - a step peaks at exactly the planned arena, also with --fastest-kernels,
 //   whose losses stay within TF32's rounding of the deterministic step's;
 // - swapping, recomputation and accumulation give the plain step's bits;
+// - a product's kernel takes a workspace at the plan's alignment;
 // - a node it has no kernel for (a reorder into a blocked layout) is
 //   refused, naming the op.
 #include "backends/cuda/cuda_backend.h"
@@ -309,6 +310,59 @@ TEST(CudaBackend, FastestKernelsKeepThePlan) {
     testing::run_synthetic_micro_batches(**program, 1, state);
     EXPECT_EQ((*program)->high_water_bytes(), (*program)->step_executable().plan().arena_bytes)
         << model.name;
+  }
+}
+
+// cublasSetWorkspace takes a pointer aligned to 256 bytes, and the plan
+// aligns a slice to 64 only: a product's kernel given its workspace 64 bytes
+// past a 256-byte boundary (as a plan may place it) gives the reference's
+// output, and the device's synchronize reports no failed library call.
+TEST(CudaBackend, ProductsTakeAWorkspaceAtThePlansAlignment) {
+  REQUIRE_CUDA_BACKEND();
+  auto cuda = make_cuda_backend();
+  const auto reference = make_reference_backend();
+  for (const OpKind op : {OpKind::linear, OpKind::matmul}) {
+    SCOPED_TRACE(op_name(op));
+    const OpExample example = op_info(op).examples()[0];
+    const Graph graph = testing::single_node_graph(op, example);
+    auto kernel = (*cuda)->make_kernel(graph, NodeId(0));
+    auto expected_kernel = reference->make_kernel(graph, NodeId(0));
+    ASSERT_TRUE(kernel && expected_kernel);
+    const std::vector<testing::Words> inputs = testing::example_inputs(example, 5);
+    const size_t out_bytes = graph.value(graph.nodes()[0].outputs[0]).bytes();
+    // Inputs and output at 256-byte boundaries, the workspace 64 bytes past one.
+    const auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    std::vector<size_t> at;
+    size_t end = 0;
+    for (const testing::Words& words : inputs) {
+      at.push_back(end);
+      end += rounded(words.size() * sizeof(uint32_t));
+    }
+    const size_t out_at = end;
+    const size_t workspace_at = out_at + rounded(out_bytes) + 64;
+    const Device& device = *(*cuda)->device();
+    auto arena = device.allocate(workspace_at + (*kernel)->workspace_bytes());
+    ASSERT_TRUE(arena) << arena.message();
+    std::byte* base = arena->get();
+    std::vector<void*> on_gpu, on_host;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const size_t bytes = inputs[i].size() * sizeof(uint32_t);
+      ASSERT_TRUE(device.to_device(base + at[i], inputs[i].data(), bytes).is_ok());
+      on_gpu.push_back(base + at[i]);
+      on_host.push_back(const_cast<uint32_t*>(inputs[i].data()));
+    }
+    const std::vector<void*> gpu_out{base + out_at};
+    (*kernel)->run(KernelArgs{on_gpu, gpu_out, base + workspace_at, {}});
+    const Status synchronized = device.synchronize();
+    ASSERT_TRUE(synchronized.is_ok()) << synchronized.message();
+    std::vector<float> actual(out_bytes / sizeof(float)), expected(actual.size());
+    ASSERT_TRUE(device.to_host(actual.data(), base + out_at, out_bytes).is_ok());
+    const std::vector<void*> host_out{expected.data()};
+    std::vector<std::byte> host_workspace((*expected_kernel)->workspace_bytes() + 1);
+    (*expected_kernel)->run(KernelArgs{on_host, host_out, host_workspace.data(), {}});
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_NEAR(expected[i], actual[i], 1e-5 + 1e-4 * std::abs(expected[i])) << i;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The cuda backend's device layer (src/backends/cuda/cuda_device.h) on the
 // first GPU: its description, device and pinned memory, copies on the copy
-// stream that come back bit for bit, the link's bandwidth; and what
+// stream that come back bit for bit, the link's bandwidth, stream points
+// waited for from another thread, library errors reported; and what
 // --backend cuda says. Without a GPU (or without CUDA in the build) the
 // device tests skip, saying why; the message tests run everywhere.
 #include "backends/cuda/cuda_device.h"
@@ -8,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "memfit/plan.h"
+#include "runtime/device.h"
 
 namespace memfit {
 namespace {
@@ -84,6 +87,63 @@ TEST(CudaDevice, BuffersMove) {
   EXPECT_EQ(b.data(), data);
   EXPECT_EQ(b.bytes(), 4096u);
 }
+
+// A stream point passes only once the kernels before it have run: a thread
+// that waits for it and then copies on a stream of its own reads what the
+// last of them wrote, behind several memsets of 1 GiB that take
+// milliseconds. Twice, as a step records its points again.
+TEST(CudaDevice, StreamPointsPassAfterTheKernelsBeforeThem) {
+  REQUIRE_GPU();
+  auto device = cuda::make_gpu_device();
+  ASSERT_TRUE(device) << device.message();
+  constexpr size_t kSlow = size_t{1} << 30, kTail = 4096;
+  auto arena = (*device)->allocate(kSlow + kTail);
+  ASSERT_TRUE(arena) << arena.message();
+  std::byte* slow = arena->get();
+  std::byte* tail = slow + kSlow;  // the source, outside the memsets
+  std::byte* last = slow + kSlow - kTail;
+  auto points = (*device)->stream_points(1);
+  ASSERT_TRUE(points && *points) << points.message();
+  auto pinned = cuda::Buffer::allocate(cuda::Buffer::Kind::pinned_host, kTail);
+  auto copies = cuda::CopyStream::create();
+  ASSERT_TRUE(pinned && copies);
+  for (const unsigned char pattern : {0x11, 0x5A}) {
+    SCOPED_TRACE(pattern);
+    const std::vector<unsigned char> want(kTail, pattern);
+    ASSERT_TRUE((*device)->to_device(tail, want.data(), kTail).is_ok());
+    for (int i = 0; i < 16; ++i) ASSERT_TRUE((*device)->poison(slow, kSlow).is_ok());
+    ASSERT_TRUE((*device)->within(last, tail, kTail).is_ok());
+    ASSERT_TRUE((*points)->record(0).is_ok());
+    Status read;
+    std::thread other([&] {
+      read = (*points)->wait(0);
+      if (!read.is_ok()) return;
+      read = (*copies)->to_host(pinned->data(), last, kTail);
+      if (!read.is_ok()) return;
+      auto event = (*copies)->record();
+      read = event ? (*copies)->wait(*event) : event.status();
+    });
+    other.join();
+    ASSERT_TRUE(read.is_ok()) << read.message();
+    EXPECT_EQ(std::memcmp(pinned->data(), want.data(), kTail), 0);
+    ASSERT_TRUE((*device)->synchronize().is_ok());
+  }
+}
+
+#ifdef MEMFIT_HAVE_CUDA
+// A failed cuBLAS or cuDNN call inside a kernel's run is reported to the
+// device, whose next synchronize returns it (once).
+TEST(CudaDevice, LibraryErrorsComeBackFromTheNextSynchronize) {
+  REQUIRE_GPU();
+  auto device = cuda::make_gpu_device();
+  ASSERT_TRUE(device) << device.message();
+  cuda::report_error(**device, Status::error("cublasSgemmStridedBatched: it failed"));
+  cuda::report_error(**device, Status::error("a second failure"));
+  const Status first = (*device)->synchronize();
+  EXPECT_EQ(first.message(), "cublasSgemmStridedBatched: it failed");
+  EXPECT_TRUE((*device)->synchronize().is_ok());
+}
+#endif
 
 // --backend cuda is refused with what to do: rebuild with CUDA, or find a
 // GPU; on a GPU, it plans (resnet-cifar: convolutions, batch norm, pooling).
