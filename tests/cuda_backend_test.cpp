@@ -161,18 +161,12 @@ TEST(RankGpu, TheLocalRanksOrTheOnlyVisibleOne) {
 // backend's blocked layouts it has no kernel.
 TEST(CudaKernels, ReorderOnlyPlainToPlain) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
-  const Result<Graph> graph = parse_graph(
-      "memfit-graph 1\n"
-      "input %x f32[2,3,4,4] input\n"
-      "node to_c8 = reorder(%x) -> %x.c8 f32[2,3,4,4]@c8 activation\n"
-      "node to_plain = reorder(%x.c8) -> %y f32[2,3,4,4] activation\n"
-      "node copy = reorder(%y) -> %z f32[2,3,4,4] activation\n"
-      "output %z\n");
-  ASSERT_TRUE(graph.is_ok()) << graph.message();
-  const std::vector<Node>& nodes = graph->nodes();
-  EXPECT_FALSE(cuda::has_kernel(*graph, nodes[0]));
-  EXPECT_FALSE(cuda::has_kernel(*graph, nodes[1]));
-  EXPECT_TRUE(cuda::has_kernel(*graph, nodes[2]));
+  const Graph blocked = testing::blocked_round_trip_graph();
+  EXPECT_FALSE(cuda::has_kernel(blocked, blocked.nodes()[0]));
+  EXPECT_FALSE(cuda::has_kernel(blocked, blocked.nodes()[1]));
+  const Graph plain =
+      testing::single_node_graph(OpKind::reorder, op_info(OpKind::reorder).examples()[0]);
+  EXPECT_TRUE(cuda::has_kernel(plain, plain.nodes()[0]));
 }
 
 // Every kernel has_kernel promises is made without a GPU (the kernels only
@@ -373,14 +367,8 @@ TEST(CudaBackend, ProductsTakeAWorkspaceAtThePlansAlignment) {
 TEST(CudaBackend, RefusesAnOpWithoutAKernel) {
   REQUIRE_CUDA_BACKEND();
   auto cuda = make_cuda_backend();
-  const Result<Graph> graph = parse_graph(
-      "memfit-graph 1\n"
-      "input %x f32[2,3,4,4] input\n"
-      "node to_c8 = reorder(%x) -> %x.c8 f32[2,3,4,4]@c8 activation\n"
-      "node to_plain = reorder(%x.c8) -> %y f32[2,3,4,4] activation\n"
-      "output %y\n");
-  ASSERT_TRUE(graph.is_ok()) << graph.message();
-  auto exe = Executable::compile(*graph, **cuda, ExecOptions{});
+  const Graph graph = testing::blocked_round_trip_graph();
+  auto exe = Executable::compile(graph, **cuda, ExecOptions{});
   ASSERT_FALSE(exe);
   EXPECT_NE(exe.message().find("the cuda backend has no kernel for reorder"), std::string::npos)
       << exe.message();

@@ -569,15 +569,9 @@ TEST(Device, OffTheHostEveryNodeNeedsAKernelOfTheBackend) {
 // The refusal comes before the reference backend is asked, whose kernel of a
 // blocked reorder could not be made either: the message is the same one.
 TEST(Device, OffTheHostANodeWithoutAKernelIsRefusedByItsOp) {
-  const Result<Graph> graph = parse_graph(
-      "memfit-graph 1\n"
-      "input %x f32[2,3,4,4] input\n"
-      "node to_c8 = reorder(%x) -> %x.c8 f32[2,3,4,4]@c8 activation\n"
-      "node to_plain = reorder(%x.c8) -> %y f32[2,3,4,4] activation\n"
-      "output %y\n");
-  ASSERT_TRUE(graph.is_ok()) << graph.message();
+  const Graph graph = testing::blocked_round_trip_graph();
   GuardedBackend guarded(OpKind::reorder);
-  auto exe = Executable::compile(*graph, guarded);
+  auto exe = Executable::compile(graph, guarded);
   ASSERT_FALSE(exe);
   EXPECT_NE(exe.message().find("the guarded backend has no kernel for reorder (node 'to_c8')"),
             std::string::npos)

@@ -86,6 +86,17 @@ Graph single_node_graph(OpKind op, const OpExample& example) {
   return graph;
 }
 
+Graph blocked_round_trip_graph() {
+  Result<Graph> graph = parse_graph(
+      "memfit-graph 1\n"
+      "input %x f32[2,3,4,4] input\n"
+      "node to_c8 = reorder(%x) -> %x.c8 f32[2,3,4,4]@c8 activation\n"
+      "node to_plain = reorder(%x.c8) -> %y f32[2,3,4,4] activation\n"
+      "output %y\n");
+  MEMFIT_CHECK(graph.is_ok());
+  return std::move(graph).value();
+}
+
 Feeds feeds_for(const std::vector<Words>& inputs) {
   Feeds feeds;
   for (size_t i = 0; i < inputs.size(); ++i) feeds["in" + std::to_string(i)] = inputs[i].data();

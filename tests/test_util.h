@@ -59,6 +59,10 @@ std::vector<Words> example_inputs(const OpExample& example, uint64_t seed);
 // and whose outputs are all graph outputs.
 Graph single_node_graph(OpKind op, const OpExample& example);
 
+// x f32[2,3,4,4] reordered into the cpu backend's blocked layout c8 (node
+// to_c8) and back to plain (node to_plain).
+Graph blocked_round_trip_graph();
+
 // Feeds for a graph whose inputs are in0, in1, ...
 Feeds feeds_for(const std::vector<Words>& inputs);
 

@@ -146,26 +146,42 @@ class GpuSwapStream final : public SwapStream {
   Status error_;  // the first failure since the last drain
 };
 
+// CUDA events made once on one GPU, destroyed with the set.
+class EventSet {
+ public:
+  EventSet() = default;
+  ~EventSet() {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  EventSet(const EventSet&) = delete;
+  EventSet& operator=(const EventSet&) = delete;
+
+  Status create(int index, size_t count, unsigned flags) {
+    MEMFIT_CUDA_CALL(cudaSetDevice(index));
+    events_.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      cudaEvent_t event = nullptr;
+      MEMFIT_CUDA_CALL(cudaEventCreateWithFlags(&event, flags));
+      events_.push_back(event);
+    }
+    return Status::ok();
+  }
+  size_t size() const { return events_.size(); }
+  cudaEvent_t operator[](size_t i) const { return events_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
 // Kernel times by CUDA events on the compute stream: one event per mark,
 // made once; the seconds between two are cudaEventElapsedTime's (about half
 // a microsecond of resolution).
 class GpuKernelClock final : public KernelClock {
  public:
   GpuKernelClock(int index, cudaStream_t compute) : index_(index), compute_(compute) {}
-  ~GpuKernelClock() override {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  GpuKernelClock(const GpuKernelClock&) = delete;
-  GpuKernelClock& operator=(const GpuKernelClock&) = delete;
 
   Status create(size_t marks) {
-    MEMFIT_CUDA_CALL(cudaSetDevice(index_));
-    events_.reserve(marks);
-    for (size_t i = 0; i < marks; ++i) {
-      cudaEvent_t event = nullptr;
-      MEMFIT_CUDA_CALL(cudaEventCreate(&event));
-      events_.push_back(event);
-    }
+    MEMFIT_RETURN_IF_ERROR(events_.create(index_, marks, cudaEventDefault));
     set_.assign(marks, false);
     return Status::ok();
   }
@@ -200,7 +216,7 @@ class GpuKernelClock final : public KernelClock {
  private:
   int index_;
   cudaStream_t compute_;
-  std::vector<cudaEvent_t> events_;
+  EventSet events_;
   std::vector<bool> set_;  // since the last read
   Status error_;           // the first failure since the last read
 };
@@ -212,22 +228,9 @@ class GpuKernelClock final : public KernelClock {
 class GpuStreamPoints final : public StreamPoints {
  public:
   GpuStreamPoints(int index, cudaStream_t compute) : index_(index), compute_(compute) {}
-  ~GpuStreamPoints() override {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  GpuStreamPoints(const GpuStreamPoints&) = delete;
-  GpuStreamPoints& operator=(const GpuStreamPoints&) = delete;
 
   Status create(size_t count) {
-    MEMFIT_CUDA_CALL(cudaSetDevice(index_));
-    events_.reserve(count);
-    for (size_t i = 0; i < count; ++i) {
-      cudaEvent_t event = nullptr;
-      MEMFIT_CUDA_CALL(
-          cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync));
-      events_.push_back(event);
-    }
-    return Status::ok();
+    return events_.create(index_, count, cudaEventDisableTiming | cudaEventBlockingSync);
   }
   Status record(size_t i) override {
     MEMFIT_RETURN_IF_ERROR(check(i));
@@ -250,7 +253,7 @@ class GpuStreamPoints final : public StreamPoints {
 
   int index_;
   cudaStream_t compute_;
-  std::vector<cudaEvent_t> events_;
+  EventSet events_;
 };
 
 void free_device(std::byte* p) { cudaFree(p); }
