@@ -360,11 +360,19 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       if (op_info(node.op).comm) {
         // On a GPU the kernels that fill the bucket may still run: the
         // communication thread waits for a point after them, not this one.
-        // (A device without stream points is waited for here, by the host.)
-        const auto point = static_cast<int64_t>(comm_nodes_started++);
-        if (points_ && failed.is_ok()) failed = points_->record(static_cast<size_t>(point));
-        if (!points_ && off_host && failed.is_ok()) failed = device_->synchronize();
-        event[n] = start_collective(node, outputs[0], points_ ? point : -1, result, comm_status);
+        // Without a point (a device without them, or a failed record) the
+        // host waits for the device here.
+        const size_t index = comm_nodes_started++;
+        int64_t point = -1;
+        if (points_ && failed.is_ok()) {
+          failed = points_->record(index);
+          if (failed.is_ok()) point = static_cast<int64_t>(index);
+        }
+        if (point < 0 && off_host) {
+          const Status waited = device_->synchronize();
+          if (failed.is_ok()) failed = waited;
+        }
+        event[n] = start_collective(node, outputs[0], point, result, comm_status);
       }
     }
     if (options_.poison) {

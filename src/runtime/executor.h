@@ -213,11 +213,12 @@ class Executable {
   size_t arena_capacity_ = 0;
   std::shared_ptr<std::byte> host_;     // the host pool, apart from the arena
   std::unique_ptr<SwapStream> copies_;  // null when the graph has no copy node
+  // One per comm node, after the kernels that fill its bucket: the
+  // communication thread waits for it. Null on the host. Before comms_,
+  // whose thread uses it, so that it outlives that thread.
+  std::unique_ptr<StreamPoints> points_;
   std::unique_ptr<CopyEngine> comms_;   // null when it has no all_reduce_start
   std::unique_ptr<KernelClock> clock_;  // the device's kernel clock; null on the host
-  // One per comm node, after the kernels that fill its bucket: the
-  // communication thread waits for it. Null on the host.
-  std::unique_ptr<StreamPoints> points_;
   bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
   // Per node: the copy nodes and the communication nodes whose events it

@@ -65,12 +65,16 @@ class ProductKernel final : public Kernel {
     void* workspace = static_cast<std::byte*>(args.workspace) +
                       ((kBlasAlignment - at % kBlasAlignment) % kBlasAlignment);
     const auto check = [&](cublasStatus_t status, const char* call) {
-      if (status == CUBLAS_STATUS_SUCCESS) return;
+      if (status == CUBLAS_STATUS_SUCCESS) return true;
       report_error(*context_->device,
                    Status::error(std::string(call) + ": " + cublas.status_string(status)));
+      return false;
     };
-    check(cublas.set_workspace(blas, workspace, context_->blas_workspace_bytes),
-          "cublasSetWorkspace");
+    // Refused, cuBLAS would keep the workspace it had: another node's slice.
+    if (!check(cublas.set_workspace(blas, workspace, context_->blas_workspace_bytes),
+               "cublasSetWorkspace")) {
+      return;
+    }
     const float alpha = 1.0f;
     const int m = static_cast<int>(shape_.n), n = static_cast<int>(shape_.m),
               k = static_cast<int>(shape_.k);

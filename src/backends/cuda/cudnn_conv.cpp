@@ -120,22 +120,29 @@ ReduceShape bias_gradient_shape(const Shape& dy) {
   return db;
 }
 
-// The first of cuDNN's heuristic choices that ran its checks and does not
-// convert FP32 to FP16; unless `fastest`, one that is deterministic and
-// without tensor ops, computed in plain FP32 (CUDNN_FMA_MATH, as cuDNN's
-// default math type allows TF32). The convolution's math type is set to the
-// one it computes with.
-template <class Perf>
+// The first of cuDNN's heuristic choices that ran its checks, does not
+// convert FP32 to FP16, and whose workspace cuDNN can size (`workspace`,
+// into `bytes`) in the math type it is set to; unless `fastest`, one that is
+// deterministic and computed in plain FP32, CUDNN_FMA_MATH: first those
+// cuDNN lists in FMA math, then those in its default math (which allows
+// TF32) set to FMA. The convolution's math type is left as the chosen one's.
+template <class Perf, class Workspace>
 Result<Perf> choose(const Perf* perf, int count, bool fastest, cudnnConvolutionDescriptor_t conv,
-                    const char* what) {
-  for (int k = 0; k < count; ++k) {
-    const cudnnMathType_t math = perf[k].mathType;
-    if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-    if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-    if (fastest || (perf[k].determinism == CUDNN_DETERMINISTIC && math != CUDNN_TENSOR_OP_MATH)) {
-      MEMFIT_CUDNN_CALL(cudnnSetConvolutionMathType(conv, fastest ? math : CUDNN_FMA_MATH));
+                    Workspace workspace, size_t& bytes, const char* what) {
+  for (const cudnnMathType_t listed : {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH}) {
+    for (int k = 0; k < count; ++k) {
+      const cudnnMathType_t math = perf[k].mathType;
+      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+      if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+      if (!fastest && (perf[k].determinism != CUDNN_DETERMINISTIC || math != listed)) continue;
+      if (cudnnSetConvolutionMathType(conv, fastest ? math : CUDNN_FMA_MATH) !=
+              CUDNN_STATUS_SUCCESS ||
+          workspace(perf[k].algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+        continue;
+      }
       return perf[k];
     }
+    if (fastest) break;  // one pass, in cuDNN's order
   }
   return Status::error(std::string("cuDNN offers no ") +
                        (fastest ? "algorithm" : "deterministic FP32 algorithm") + " for " + what);
@@ -174,11 +181,12 @@ class ConvKernel final : public Kernel {
       cudnnConvolutionFwdAlgoPerf_t perf[kAsk];
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionForwardAlgorithm_v7(dnn, d_.x, d_.w, d_.conv, d_.y, kAsk,
                                                                &returned, perf));
-      MEMFIT_ASSIGN_OR_RETURN(
-          auto chosen, choose(perf, returned, context_->fastest, d_.conv, "the convolution"));
+      const auto sized = [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(dnn, d_.x, d_.w, d_.conv, d_.y, algo, bytes);
+      };
+      MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv, sized,
+                                                  workspace_, "the convolution"));
       forward_ = chosen.algo;
-      MEMFIT_CUDNN_CALL(cudnnGetConvolutionForwardWorkspaceSize(dnn, d_.x, d_.w, d_.conv, d_.y,
-                                                                forward_, &workspace_));
       return Status::ok();
     }
     if (direction_ == Direction::data) {
@@ -194,11 +202,13 @@ class ConvKernel final : public Kernel {
       cudnnConvolutionBwdDataAlgoPerf_t perf[kAsk];
       MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardDataAlgorithm_v7(dnn, d_.w, d_.y, d_.conv, d_.x,
                                                                     kAsk, &returned, perf));
-      MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv,
-                                                  "the convolution's data gradient"));
+      const auto sized = [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d_.w, d_.y, d_.conv, d_.x, algo,
+                                                            bytes);
+      };
+      MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv, sized,
+                                                  workspace_, "the convolution's data gradient"));
       data_ = chosen.algo;
-      MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn, d_.w, d_.y, d_.conv, d_.x,
-                                                                     data_, &workspace_));
       return Status::ok();
     }
     // (dy, x) -> dw [, db]
@@ -209,11 +219,13 @@ class ConvKernel final : public Kernel {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kAsk];
     MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dnn, d_.x, d_.y, d_.conv, d_.w,
                                                                     kAsk, &returned, perf));
-    MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv,
-                                                "the convolution's weight gradient"));
+    const auto sized = [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d_.x, d_.y, d_.conv, d_.w, algo,
+                                                            bytes);
+    };
+    MEMFIT_ASSIGN_OR_RETURN(auto chosen, choose(perf, returned, context_->fastest, d_.conv, sized,
+                                                workspace_, "the convolution's weight gradient"));
     filter_ = chosen.algo;
-    MEMFIT_CUDNN_CALL(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn, d_.x, d_.y, d_.conv, d_.w,
-                                                                     filter_, &workspace_));
     return Status::ok();
   }
 

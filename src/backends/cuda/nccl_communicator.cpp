@@ -187,25 +187,30 @@ class NcclCommunicator final : public Communicator {
 
   // A collective issued on this rank's GPU by `issue`, waited for (the
   // calls may come from any thread: the executor's communication thread).
-  // While it runs, NCCL's asynchronous error is watched: a rank that failed
-  // or a broken link would leave the collective waiting for ever, so the
-  // communicator is aborted and the error returned instead.
+  // While it runs, NCCL's asynchronous error is watched: an error NCCL
+  // reports (a broken network link, for one) would leave the collective
+  // waiting for ever, so the communicator is aborted and the error
+  // returned instead. (A peer that dies is seen by MPI, which ends the job.)
   template <class Issue>
   Status run(const char* call, Issue issue) {
     if (comm_ == nullptr) return Status::error(std::string(call) + ": NCCL was aborted");
     MEMFIT_CUDA_CALL(cudaSetDevice(gpu_));
     MEMFIT_RETURN_IF_ERROR(check(issue(), call));
+    const Status done = wait(call);
+    if (!done.is_ok()) {  // the collective may still run: nothing may wait for it
+      (void)nccl_.abort(comm_);
+      comm_ = nullptr;
+    }
+    return done;
+  }
+  Status wait(const char* call) {
     for (;;) {
       const cudaError_t done = cudaStreamQuery(stream_);
       if (done == cudaSuccess) return Status::ok();
       if (done != cudaErrorNotReady) return failed("cudaStreamQuery", done);
       ncclResult_t async = ncclSuccess;
       MEMFIT_RETURN_IF_ERROR(check(nccl_.async_error(comm_, &async), "ncclCommGetAsyncError"));
-      if (async != ncclSuccess && async != ncclInProgress) {
-        (void)nccl_.abort(comm_);
-        comm_ = nullptr;
-        return check(async, call);
-      }
+      if (async != ncclSuccess && async != ncclInProgress) return check(async, call);
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
@@ -226,7 +231,9 @@ Result<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& host)
   if (auto info = device_info(gpu); !info) {
     return Status::error(
         "NCCL: this rank takes GPU " + std::to_string(gpu) +
-        " (its rank among the ranks on this machine: one GPU per rank): " + info.message());
+        " (one GPU per rank: its rank among the ranks on this machine, or the only GPU it "
+        "sees): " +
+        info.message());
   }
   MEMFIT_ASSIGN_OR_RETURN(const NcclLibrary* nccl, nccl_library());
   auto comm = std::make_unique<NcclCommunicator>(host, *nccl, gpu);
