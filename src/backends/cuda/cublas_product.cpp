@@ -62,8 +62,8 @@ class ProductKernel final : public Kernel {
       beta = 1.0f;
     }
     const auto at = reinterpret_cast<uintptr_t>(args.workspace);
-    void* workspace = static_cast<std::byte*>(args.workspace) +
-                      ((kBlasAlignment - at % kBlasAlignment) % kBlasAlignment);
+    auto* workspace = reinterpret_cast<void*>((at + kBlasAlignment - 1) / kBlasAlignment *
+                                              kBlasAlignment);  // within the slice's padding
     const auto check = [&](cublasStatus_t status, const char* call) {
       if (status == CUBLAS_STATUS_SUCCESS) return true;
       report_error(*context_->device,
