@@ -52,6 +52,7 @@ Times run(AttentionForm form, int64_t t, int64_t depth, int64_t vocab, int steps
   StateStore state;
   program->init_state(state, 1);
   if (!program->load_state(state).is_ok()) std::abort();
+  if (!program->time_step_kernels().is_ok()) std::abort();
   auto data = synthetic_source(DataKind::tokens, program->model(), 1, 1, 3).value();
   Batch batch = Batch::for_model(program->model());
   std::vector<int64_t> examples = {0};

@@ -43,6 +43,7 @@ Row run(Swap swap, double link_gbps, int steps, int threads) {
   StateStore state;
   program->init_state(state, 1);
   if (!program->load_state(state).is_ok()) std::abort();
+  if (!program->time_step_kernels().is_ok()) std::abort();
   auto data =
       synthetic_source(DataKind::images, program->model(), model.batch, model.batch, 3).value();
   Batch batch = Batch::for_model(program->model());

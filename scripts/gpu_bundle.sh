@@ -10,11 +10,11 @@
 #
 # run.sh runs the CUDA tests (tests/cuda_device_test.cpp,
 # tests/cuda_backend_test.cpp, tests/nccl_communicator_test.cpp and
-# CudaMatchesReference in
-# tests/op_backend_test.cpp), then mlp and lenet training runs on --backend
-# cuda beside --backend cpu, then bench/gpu_resnet50.sh (ResNet-50 224x224
-# under 16 GiB: the largest batch and step time per memory technique; skipped
-# with SWEEP=0), and writes each one's output and a summary to OUTDIR.
+# CudaMatchesReference in tests/op_backend_test.cpp), then mlp and lenet
+# training runs on --backend cuda beside --backend cpu and lenet's --profile
+# on cuda, then bench/gpu_resnet50.sh (ResNet-50 224x224 under 16 GiB: the
+# largest batch and step time per memory technique; skipped with SWEEP=0),
+# and writes each one's output and a summary to OUTDIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -65,6 +65,10 @@ for model in mlp lenet; do
       --backend "$backend" > "$out/train_${model}_$backend.txt" 2>&1 || status=1
   done
 done
+# The kernel clock: lenet's profile by CUDA events, and its speed beside the
+# run above without them (what the events cost).
+timeout 120 "$here/bin/memfit" train --model lenet --batch 64 --epochs 2 --synthetic --limit 4096 \
+  --backend cuda --profile > "$out/profile_lenet_cuda.txt" 2>&1 || status=1
 # The tests' summary now (stdout and summary.txt), so that it comes back
 # even if the sweep runs out of time.
 {
@@ -73,6 +77,7 @@ done
     echo "== $f"; grep -E '^\[==========\] .* ran|^\[  PASSED  \] [0-9]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \]' "$out/$f.txt"
   done
   for f in "$out"/train_*.txt; do echo "== $(basename "$f" .txt)"; tail -4 "$f"; done
+  echo "== profile_lenet_cuda"; tail -32 "$out/profile_lenet_cuda.txt"
 } | tee "$out/summary.txt"
 mkdir -p "$dest"
 pack() { cp "$out/summary.txt" "$dest/"; tar -czf "$dest/details.tar.gz" -C "$out" .; }

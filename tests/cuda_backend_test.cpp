@@ -240,6 +240,7 @@ TEST(CudaBackend, TimesKernelsByTheGpusClock) {
   REQUIRE_CUDA_BACKEND();
   auto program = TrainingProgram::create(zoo_spec({.name = "lenet", .batch = 64}, "cuda"), 2);
   ASSERT_TRUE(program) << program.message();
+  ASSERT_TRUE((*program)->time_step_kernels().is_ok());
   StateStore state;
   (*program)->init_state(state, 7);
   testing::run_synthetic_micro_batches(**program, 1, state);

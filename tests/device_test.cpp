@@ -123,20 +123,36 @@ class GuardedDevice final : public Device {
     return host_device()->within(to, from, bytes);
   }
   Status poison(void* device, size_t bytes) const override {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (poisons_until_failure_ == 0) {
+      recorded_error_ = Status::error("a library call inside a kernel failed");
+      return Status::error("poisoning failed");
+    }
+    if (poisons_until_failure_ > 0) --poisons_until_failure_;
     Open open(*this);
     return host_device()->poison(device, bytes);
   }
   Status synchronize() const override {
     ++synchronizations_;
-    return Status::ok();
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    return std::exchange(recorded_error_, Status::ok());
+  }
+  // A step that stops early: after `poisons` more poisonings, the next one
+  // fails, and the device has recorded an error of a kernel's library call
+  // (as a GPU records a failed cuBLAS call) for its next synchronize().
+  void fail_after_poisons(int64_t poisons) const {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    poisons_until_failure_ = poisons;
   }
   size_t synchronizations() const { return synchronizations_; }
   Result<std::unique_ptr<SwapStream>> swap_stream(double) const override {
     return std::unique_ptr<SwapStream>(std::make_unique<Stream>(*this));
   }
   Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const override {
+    ++kernel_clocks_;
     return std::unique_ptr<KernelClock>(std::make_unique<MillisecondClock>(marks));
   }
+  size_t kernel_clocks() const { return kernel_clocks_; }
   Result<std::unique_ptr<StreamPoints>> stream_points(size_t count) const override {
     if (!points_on_) return Device::stream_points(count);
     return std::unique_ptr<StreamPoints>(std::make_unique<LoggedPoints>(points_, count));
@@ -203,6 +219,10 @@ class GuardedDevice final : public Device {
   bool guard_;
   bool points_on_;
   mutable std::atomic<size_t> synchronizations_ = 0;
+  mutable std::atomic<size_t> kernel_clocks_ = 0;
+  mutable std::mutex failure_mutex_;
+  mutable int64_t poisons_until_failure_ = -1;  // never
+  mutable Status recorded_error_;
   mutable PointLog points_;
   mutable std::mutex mutex_;
   mutable std::vector<Mapping> arenas_;
@@ -281,12 +301,15 @@ struct Steps {
 // state (the same on every rank), on synthetic data from example `first` on;
 // the first error (compiling or running) ends them.
 Steps run_steps(const CompiledStep& step, const Backend& backend, const ExecOptions& options,
-                int64_t count, int64_t first = 0) {
+                int64_t count, int64_t first = 0, bool time_kernels = false) {
   Steps steps;
   auto exe = Executable::compile(step.apply->graph(), backend, options);
   if (!exe) {
     steps.error = exe.status();
     return steps;
+  }
+  if (time_kernels) {
+    EXPECT_TRUE((*exe)->time_kernels().is_ok());
   }
   uint64_t seed = 1;
   for (const auto& [name, shape] : step.persistent) {
@@ -315,8 +338,8 @@ Steps run_steps(const CompiledStep& step, const Backend& backend, const ExecOpti
 }
 
 // Two steps in poison mode; an error is a test failure.
-Steps two_steps(const CompiledStep& step, const Backend& backend) {
-  Steps steps = run_steps(step, backend, ExecOptions{.poison = true}, 2);
+Steps two_steps(const CompiledStep& step, const Backend& backend, bool time_kernels = false) {
+  Steps steps = run_steps(step, backend, ExecOptions{.poison = true}, 2, 0, time_kernels);
   EXPECT_TRUE(steps.error.is_ok()) << steps.error.message();
   return steps;
 }
@@ -385,13 +408,15 @@ INSTANTIATE_TEST_SUITE_P(Models, DeviceRunsTheSameStep,
                            return name;
                          });
 
-// Off the host, a node's time is the device's kernel clock's (a GPU's
-// events), not the host's around the launch; a copy node's is its copy's.
+// Off the host, once asked for, a node's time is the device's kernel
+// clock's (a GPU's events), not the host's around the launch; a copy node's
+// is its copy's.
 TEST(Device, NodeTimesAreTheKernelClocks) {
   const CompiledStep step = swapped_step({.name = "lenet", .batch = 4});
   GuardedBackend guarded;
-  const Steps steps = two_steps(step, guarded);
+  const Steps steps = two_steps(step, guarded, true);
   ASSERT_TRUE(steps.exe);
+  EXPECT_EQ(guarded.guarded().kernel_clocks(), 1u);
   const Graph& g = steps.exe->graph();
   const StepTimeline& last = steps.exe->last_step();
   size_t kernels = 0, copies = 0;
@@ -410,6 +435,39 @@ TEST(Device, NodeTimesAreTheKernelClocks) {
   }
   EXPECT_GT(kernels, 10u);
   EXPECT_GT(copies, 0u);
+}
+
+// The clock's marks cost the device time on every step: without
+// time_kernels() no clock is made, and the host's clock times the launches.
+TEST(Device, TheKernelClockIsMadeOnlyWhenAskedFor) {
+  const CompiledStep step = swapped_step({.name = "lenet", .batch = 4});
+  GuardedBackend guarded;
+  const Steps steps = two_steps(step, guarded);
+  ASSERT_TRUE(steps.exe);
+  EXPECT_EQ(guarded.guarded().kernel_clocks(), 0u);
+  const Graph& g = steps.exe->graph();
+  size_t by_the_device_clock = 0;
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const OpKind op = g.nodes()[n].op;
+    if (op == OpKind::to_host || op == OpKind::to_device) continue;
+    if (std::abs(steps.exe->node_seconds()[n] - 2e-3) < 1e-9) ++by_the_device_clock;
+  }
+  EXPECT_EQ(by_the_device_clock, 0u);
+}
+
+// A step that stops on an error drains the device first: an error the
+// device recorded during the step comes back with the step's own, not from
+// whatever synchronizes next.
+TEST(Device, AStepThatStopsReturnsTheDevicesErrorWithItsOwn) {
+  const CompiledStep step = swapped_step({.name = "lenet", .batch = 4});
+  GuardedBackend guarded;
+  const GuardedDevice& device = guarded.guarded();
+  device.fail_after_poisons(5);  // past compile()'s poisoning of the arena, inside the step
+  const Steps steps = run_steps(step, guarded, ExecOptions{.poison = true}, 1);
+  ASSERT_FALSE(steps.error.is_ok());
+  EXPECT_EQ(steps.error.message(),
+            "poisoning failed; the device also reported: a library call inside a kernel failed");
+  EXPECT_TRUE(device.synchronize().is_ok()) << "nothing left over for a later call";
 }
 
 TEST(Device, TheHostTimesKernelsByItsOwnClock) {

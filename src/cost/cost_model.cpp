@@ -152,7 +152,7 @@ MeasuredCosts MeasuredCosts::measure(const Graph& graph, const Backend& backend,
                            : Result<std::unique_ptr<Executable>>(Status::error("not f32"));
     if (exe) {
       StateStore state;
-      bool ok = true;
+      bool ok = (*exe)->time_kernels().is_ok();
       // A warm-up run (first-touch page faults, lazy set-up), then the timed
       // runs: the executor's own kernel times, which --profile reports too.
       for (int r = 0; r <= runs && ok; ++r) {

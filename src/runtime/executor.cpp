@@ -152,8 +152,6 @@ Status Executable::set_up(bool poison) {
                                           [](const Node& node) { return op_info(node.op).comm; });
     MEMFIT_ASSIGN_OR_RETURN(points_, device_->stream_points(static_cast<size_t>(comm_nodes)));
   }
-  // Marks: the kernels' start, then one before and one after each node.
-  MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(1 + 2 * scheduled.num_nodes()));
   if (poison) {
     // On another executable's arena, the state band is theirs too: left as it is.
     const bool shared = arena_.use_count() > 1;
@@ -161,6 +159,13 @@ Status Executable::set_up(bool poison) {
     MEMFIT_RETURN_IF_ERROR(this->poison(Slice{from, plan.arena_bytes - from, Pool::device}));
     MEMFIT_RETURN_IF_ERROR(this->poison(Slice{0, plan.host_bytes, Pool::host}));
   }
+  return Status::ok();
+}
+
+Status Executable::time_kernels() {
+  if (clock_) return Status::ok();
+  // Marks: the kernels' start, then one before and one after each node.
+  MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(1 + 2 * graph_.num_nodes()));
   return Status::ok();
 }
 
@@ -395,10 +400,21 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   // Copies and collectives still running hold references to this frame.
   const Status copied = copies_ ? copies_->drain() : Status::ok();
   const Status summed = comms_ ? comms_->drain() : Status::ok();
-  MEMFIT_RETURN_IF_ERROR(failed);
-  MEMFIT_RETURN_IF_ERROR(copied);
-  MEMFIT_RETURN_IF_ERROR(summed);
-  MEMFIT_RETURN_IF_ERROR(comm_status);
+  Status stopped = !failed.is_ok()   ? failed
+                   : !copied.is_ok() ? copied
+                   : !summed.is_ok() ? summed
+                                     : comm_status;
+  if (!stopped.is_ok()) {
+    // The device drains too: what it recorded during this step (a library
+    // call that failed inside a kernel) is this step's error, not a later
+    // synchronize's.
+    const Status drained = device_->synchronize();
+    if (!drained.is_ok()) {
+      stopped =
+          Status::error(stopped.message() + "; the device also reported: " + drained.message());
+    }
+    return stopped;
+  }
   const Clock::time_point outputs_start = Clock::now();
 
   result.high_water_bytes = high_water;

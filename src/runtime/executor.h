@@ -170,10 +170,17 @@ class Executable {
   const PlanSizes& sizes() const { return sizes_; }
   // The backend that runs each node ("cpu" or "reference").
   const std::vector<std::string>& node_backends() const { return node_backends_; }
-  // Seconds spent in each node's kernel, summed over all runs so far, by the
-  // device's kernel clock where it has one (a GPU's events), else by the
-  // host's clock around the call; for a copy node, the seconds its copy took
-  // on the copy stream.
+  // From the next run on, times each kernel by the device's kernel clock
+  // where it has one (a GPU, whose launches return before their kernels
+  // run). It costs two marks on the device's stream per node and step, so it
+  // is off until asked for: the profile, the trace and measured costs ask.
+  // Nothing changes on the host, whose clock around a call times its kernel.
+  Status time_kernels();
+  // Seconds spent in each node's kernel, summed over all runs so far: by the
+  // device's kernel clock after time_kernels() where it has one, else by the
+  // host's clock around the call (on a GPU without the clock: the launch's
+  // time, not the kernel's); for a copy node, the seconds its copy took on
+  // the copy stream.
   const std::vector<double>& node_seconds() const { return node_seconds_; }
   // When each part of the last step ran (no nodes before the first step).
   const StepTimeline& last_step() const { return last_step_; }
@@ -218,7 +225,8 @@ class Executable {
   // whose thread uses it, so that it outlives that thread.
   std::unique_ptr<StreamPoints> points_;
   std::unique_ptr<CopyEngine> comms_;   // null when it has no all_reduce_start
-  std::unique_ptr<KernelClock> clock_;  // the device's kernel clock; null on the host
+  // The device's kernel clock once time_kernels() asked for it; null on the host.
+  std::unique_ptr<KernelClock> clock_;
   bool state_loaded_ = false;
   std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
   // Per node: the copy nodes and the communication nodes whose events it

@@ -276,6 +276,9 @@ Result<TrainReport> train(const TrainOptions& given,
                           TrainingProgram::create(options.step, eval_batch, options.poison,
                                                   ranks > 1 ? &comm : nullptr));
   const Techniques& t = program->techniques();
+  if (options.profile || !options.trace_path.empty()) {
+    MEMFIT_RETURN_IF_ERROR(program->time_step_kernels());
+  }
   MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, open_data(options, *program));
   if (batch * ranks * options.step.accumulate > data->train_count()) {
     return Status::error(std::string("--batch times --accumulate") +

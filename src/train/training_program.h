@@ -88,6 +88,9 @@ class TrainingProgram {
   const AllReduceSummary& all_reduce_summary() const { return step_.all_reduce; }
   // Forgets the step executables' times so far (profiles leave out the first step).
   void reset_step_times();
+  // Times the step's kernels by the device's clock (Executable::time_kernels):
+  // for the profile and the trace.
+  Status time_step_kernels() { return step_.apply->time_kernels(); }
 
  private:
   int64_t batch_ = 0, accumulate_ = 1, eval_batch_ = 0;

@@ -69,7 +69,7 @@ bool bucket_has_kernel(const Graph& graph, const Node& node) {
 Result<std::unique_ptr<Kernel>> make_bucket_kernel(const Graph& graph, const Node& node,
                                                    std::shared_ptr<const Context> context) {
   if (!bucket_has_kernel(graph, node)) {
-    return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+    return no_kernel_for(node.op);
   }
   const BucketAttrs& bucket = std::get<BucketAttrs>(node.attrs);
   const std::vector<int64_t> offsets = bucket.offsets;
@@ -105,8 +105,7 @@ Result<std::unique_ptr<Kernel>> make_bucket_kernel(const Graph& graph, const Nod
       };
       break;
   }
-  return std::unique_ptr<Kernel>(
-      std::make_unique<LaunchKernel>(std::move(context), std::move(launch)));
+  return launch_kernel(std::move(context), std::move(launch));
 }
 
 }  // namespace memfit::cuda

@@ -105,6 +105,10 @@ BroadcastShape broadcast_shape(const memfit::Shape& a, const memfit::Shape& b,
 
 }  // namespace
 
+Status no_kernel_for(OpKind op) {
+  return Status::error("the cuda backend has no kernel for " + std::string(op_name(op)));
+}
+
 bool plain(const Graph& graph, const Node& node) {
   for (const auto* list : {&node.inputs, &node.outputs}) {
     for (ValueId v : *list) {
@@ -190,7 +194,7 @@ bool has_kernel(const Graph& graph, const Node& node) {
 Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
                                             std::shared_ptr<const Context> context) {
   if (!has_kernel(graph, node)) {
-    return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+    return no_kernel_for(node.op);
   }
   if (conv_has_kernel(graph, node)) return make_conv_kernel(graph, node, std::move(context));
   if (norm_has_kernel(graph, node)) return make_norm_kernel(graph, node, std::move(context));
@@ -416,10 +420,9 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
       break;
     }
     default:
-      return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+      return no_kernel_for(node.op);
   }
-  return std::unique_ptr<Kernel>(
-      std::make_unique<LaunchKernel>(std::move(context), std::move(launch), workspace));
+  return launch_kernel(std::move(context), std::move(launch), workspace);
 }
 
 }  // namespace memfit::cuda

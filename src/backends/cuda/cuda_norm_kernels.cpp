@@ -99,10 +99,9 @@ Result<std::unique_ptr<Kernel>> make_norm_kernel(const Graph& graph, const Node&
       break;
     }
     default:
-      return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+      return no_kernel_for(node.op);
   }
-  return std::unique_ptr<Kernel>(
-      std::make_unique<LaunchKernel>(std::move(context), std::move(launch), workspace));
+  return launch_kernel(std::move(context), std::move(launch), workspace);
 }
 
 }  // namespace memfit::cuda

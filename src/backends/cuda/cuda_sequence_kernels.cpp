@@ -63,7 +63,7 @@ bool sequence_has_kernel(const Graph& graph, const Node& node) {
 Result<std::unique_ptr<Kernel>> make_sequence_kernel(const Graph& graph, const Node& node,
                                                      std::shared_ptr<const Context> context) {
   if (!sequence_has_kernel(graph, node)) {
-    return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+    return no_kernel_for(node.op);
   }
   LaunchKernel::Launch launch;
   size_t workspace = 0;
@@ -111,10 +111,9 @@ Result<std::unique_ptr<Kernel>> make_sequence_kernel(const Graph& graph, const N
       break;
     }
     default:
-      return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+      return no_kernel_for(node.op);
   }
-  return std::unique_ptr<Kernel>(
-      std::make_unique<LaunchKernel>(std::move(context), std::move(launch), workspace));
+  return launch_kernel(std::move(context), std::move(launch), workspace);
 }
 
 }  // namespace memfit::cuda

@@ -244,7 +244,7 @@ bool shape_has_kernel(const Graph& graph, const Node& node) {
 Result<std::unique_ptr<Kernel>> make_shape_kernel(const Graph& graph, const Node& node,
                                                   std::shared_ptr<const Context> context) {
   if (!shape_has_kernel(graph, node)) {
-    return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+    return no_kernel_for(node.op);
   }
   const memfit::Shape& x = shape_of(graph, node.inputs[0]);
   const memfit::Shape& y = shape_of(graph, node.outputs[0]);
@@ -375,10 +375,9 @@ Result<std::unique_ptr<Kernel>> make_shape_kernel(const Graph& graph, const Node
       break;
     }
     default:
-      return Status::error("the cuda backend has no kernel for " + std::string(op_name(node.op)));
+      return no_kernel_for(node.op);
   }
-  return std::unique_ptr<Kernel>(
-      std::make_unique<LaunchKernel>(std::move(context), std::move(launch), workspace));
+  return launch_kernel(std::move(context), std::move(launch), workspace);
 }
 
 }  // namespace memfit::cuda

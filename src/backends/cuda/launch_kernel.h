@@ -28,6 +28,18 @@ class LaunchKernel final : public Kernel {
   size_t workspace_;
 };
 
+// What an area's make_*_kernel returns for its node: the launch it chose,
+// with the workspace it needs.
+inline Result<std::unique_ptr<Kernel>> launch_kernel(std::shared_ptr<const Context> context,
+                                                     LaunchKernel::Launch launch,
+                                                     size_t workspace_bytes = 0) {
+  return std::unique_ptr<Kernel>(
+      std::make_unique<LaunchKernel>(std::move(context), std::move(launch), workspace_bytes));
+}
+
+// The error for a node no cuda kernel runs.
+Status no_kernel_for(OpKind op);
+
 inline const float* in(const KernelArgs& args, size_t i) {
   return static_cast<const float*>(args.inputs[i]);
 }
