@@ -658,6 +658,24 @@ TEST(CpuBackend, DelegatesOtherOpsToReference) {
   for (size_t i = 0; i < 12; ++i) EXPECT_EQ(run->results[0][i], values[0][i % 4]);
 }
 
+// oneDNN and the cpu backend's loops index a tensor by 32-bit integers: a
+// node with a tensor of 2^31 elements or more (here a 65536 x 65536 image)
+// is the reference kernels', and no blocked layout is asked of oneDNN for
+// it (that query divided by zero inside oneDNN).
+TEST(CpuBackend, LeavesTensorsOf2To31ElementsToTheReference) {
+  const auto cpu = make_cpu_backend();
+  const Conv2dAttrs attrs{{1, 1}, {2, 2}, {1, 1}, 1};
+  const OneNode small = build({OpKind::conv2d, {{1, 1, 32768, 65535}, {1, 1, 5, 5}}, attrs, {}});
+  EXPECT_TRUE(cpu->supports(small.graph, small.graph.node(small.node)));
+  const OneNode large = build({OpKind::conv2d, {{1, 1, 32768, 65536}, {1, 1, 5, 5}}, attrs, {}});
+  const Node& node = large.graph.node(large.node);
+  EXPECT_FALSE(cpu->supports(large.graph, node));
+  EXPECT_EQ(cpu->blocked_operands(large.graph, node).kind, BlockedOperands::Kind::none);
+  const OneNode pool = build(
+      {OpKind::max_pool2d, {{1, 1, 65536, 65536}}, Pool2dAttrs{{2, 2}, {2, 2}, {0, 0}, false}, {}});
+  EXPECT_FALSE(cpu->supports(pool.graph, pool.graph.node(pool.node)));
+}
+
 }  // namespace
 }  // namespace memfit
 

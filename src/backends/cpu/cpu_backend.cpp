@@ -10,6 +10,9 @@
 // which the layout pass reads.
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "backends/cpu/cpu_kernels.h"
@@ -125,6 +128,17 @@ bool i32_input(OpKind op, size_t i) {
          (op == OpKind::attention && i == 3) || (op == OpKind::attention_grad && i == 6);
 }
 
+// Whether every tensor of `node` holds fewer than 2^31 elements: oneDNN's
+// kernels and the cpu backend's own loops index them by 32-bit integers.
+// Larger ones are the reference kernels' (64-bit indices).
+bool indexed_by_int32(const Graph& graph, const Node& node) {
+  auto small = [&](ValueId v) {
+    return graph.value(v).elements() <= std::numeric_limits<int32_t>::max();
+  };
+  return std::all_of(node.inputs.begin(), node.inputs.end(), small) &&
+         std::all_of(node.outputs.begin(), node.outputs.end(), small);
+}
+
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
@@ -136,6 +150,7 @@ class CpuBackend final : public Backend {
   bool supports(const Graph& graph, const Node& node) const override {
     const KernelFactory factory = cpu_factory(node.op);
     if (factory == nullptr || !cpu::conv_supported(node)) return false;
+    if (!indexed_by_int32(graph, node)) return false;
     if (node.op != OpKind::reorder && cpu::touches_blocked(graph, node) &&
         operands_of(graph, node, false).kind == BlockedOperands::Kind::none) {
       return false;
@@ -184,6 +199,7 @@ class CpuBackend final : public Backend {
   // (it asks oneDNN, which supports() need not).
   BlockedOperands operands_of(const Graph& graph, const Node& node, bool query_weights) const {
     using Kind = BlockedOperands::Kind;
+    if (!indexed_by_int32(graph, node)) return {};
     auto volume = [&](size_t input) {
       const size_t rank = graph.value(node.inputs[input]).type.shape.size();
       return rank == 4 || rank == 5;
