@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -1801,6 +1803,21 @@ TEST(OnnxSave, MissingFile) {
   ASSERT_FALSE(file.is_ok());
   EXPECT_TRUE(contains(file.message(), "cannot open ONNX file /nonexistent/model.onnx"))
       << file.message();
+}
+
+// A directory, a FIFO (whose open would block) and a device (/dev/zero,
+// whose reading would never end) are refused before they are opened.
+TEST(OnnxSave, OnlyARegularFileIsRead) {
+  const std::string fifo = ::testing::TempDir() + "memfit_onnx_fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {std::string("/tmp"), fifo, std::string("/dev/zero")}) {
+    auto file = read_onnx(path);
+    ASSERT_FALSE(file.is_ok()) << path;
+    EXPECT_EQ(file.message(), "ONNX file " + path +
+                                  " is not a regular file (a directory, a FIFO or a device)");
+  }
+  std::remove(fifo.c_str());
 }
 
 }  // namespace

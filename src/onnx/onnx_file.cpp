@@ -5,7 +5,9 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -20,6 +22,7 @@ namespace memfit {
 namespace {
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+constexpr uintmax_t kMaxOnnxBytes = INT32_MAX;  // protobuf's limit (SetTotalBytesLimit below)
 
 }  // namespace
 
@@ -52,6 +55,22 @@ Result<std::shared_ptr<const OnnxFile>> parse_onnx(const std::string& bytes, con
 }
 
 Result<std::shared_ptr<const OnnxFile>> read_onnx(const std::string& path) {
+  // A FIFO would block the open and a device (/dev/zero) never end: only a
+  // regular file, of at most the 2 GiB a protobuf message holds.
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (!error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return Status::error("ONNX file " + path +
+                         " is not a regular file (a directory, a FIFO or a device)");
+  }
+  if (!error && std::filesystem::is_regular_file(status)) {
+    const uintmax_t bytes = std::filesystem::file_size(path, error);
+    if (!error && bytes > kMaxOnnxBytes) {
+      return Status::error("ONNX file " + path + " is " + std::to_string(bytes) +
+                           " bytes, over the 2 GiB a protobuf holds (memfit does not read " +
+                           "weights in external data)");
+    }
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return Status::error("cannot open ONNX file " + path + ": " + std::strerror(errno));
