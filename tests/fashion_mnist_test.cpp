@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "memfit/train.h"
 #include "test_util.h"
 
 namespace memfit {
@@ -165,6 +166,40 @@ TEST(FashionMnist, ReadsASmallSplitExactly) {
     EXPECT_EQ(data->images[k * 784], normalized(static_cast<int>(k * 7)));
     EXPECT_EQ(data->images[k * 784 + 783], normalized(static_cast<int>(k * 7)));
   }
+}
+
+// Evaluation reads the test set in whole batches (up to 1000): a test set
+// they would not cover is refused before training, rather than reported as
+// an accuracy of 0/0 or of part of it.
+TEST(FashionMnist, TrainingRefusesATestSetEvaluationWouldNotCover) {
+  testing::ScratchDir dir;
+  auto train_with_test_set = [&](uint32_t tests, int64_t limit) {
+    // The training split (4 examples): a test split's files under the training names.
+    write_split(dir.path(), 4, 28, 28, {1, 2, 3, 4});
+    fs::copy_file(dir.path() / "t10k-images-idx3-ubyte.gz",
+                  dir.path() / "train-images-idx3-ubyte.gz", fs::copy_options::overwrite_existing);
+    fs::copy_file(dir.path() / "t10k-labels-idx1-ubyte.gz",
+                  dir.path() / "train-labels-idx1-ubyte.gz", fs::copy_options::overwrite_existing);
+    write_split(dir.path(), tests, 28, 28, std::vector<uint8_t>(tests, 1));
+    TrainOptions options;
+    options.data_dir = dir.path().string();
+    options.step.model = {.name = "lenet", .batch = 1};
+    options.epochs = 1;
+    options.limit = limit;
+    return train(options, [](const std::string&) {});
+  };
+  auto none = train_with_test_set(0, 0);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_EQ(none.message(),
+            "the test set (Fashion-MNIST) holds no examples: memfit evaluates on it after every "
+            "epoch");
+  auto three = train_with_test_set(3, 0);
+  ASSERT_FALSE(three.is_ok());
+  EXPECT_EQ(three.message(),
+            "the test set (Fashion-MNIST) holds 3 examples, but evaluation reads whole batches of "
+            "1000 and would leave 3 out; give --limit 3 (or a multiple of 1000)");
+  auto limited = train_with_test_set(3, 3);
+  EXPECT_TRUE(limited.is_ok()) << limited.message();
 }
 
 TEST(FashionMnist, RejectsMalformedFiles) {

@@ -268,6 +268,14 @@ TEST(Train, RejectsBadOptions) {
   auto missing = train(o, quiet);
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.message().find("dataset-fashion-mnist"), std::string::npos);
+  // Examples per step past any data set, with a product past int64 (it once
+  // wrapped round to a small number and reached an unrelated check).
+  o = small_run("lenet");
+  o.step.accumulate = INT64_C(1) << 61;
+  auto huge = train(o, quiet);
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_EQ(huge.message(),
+            "--batch times --accumulate is more than any data set's 2^32 - 1 examples");
 }
 
 }  // namespace

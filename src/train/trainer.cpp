@@ -177,6 +177,14 @@ Status check_options(const TrainOptions& o) {
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
   if (o.stop_after < 0) return Status::error("--stop-after must not be negative");
+  // Examples per optimizer step, which a data set (at most 2^32 - 1 examples) must hold.
+  int64_t per_step = 0;
+  if (__builtin_mul_overflow(o.step.model.batch, o.step.accumulate, &per_step) ||
+      __builtin_mul_overflow(per_step, o.step.ranks, &per_step) || per_step > INT64_C(0xFFFFFFFF)) {
+    return Status::error(std::string("--batch times --accumulate") +
+                         (o.step.ranks > 1 ? " times the ranks" : "") +
+                         " is more than any data set's 2^32 - 1 examples");
+  }
   // Where the run will write, checked before it trains.
   if (!o.save_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.save_path, "--save"));
   if (!o.trace_path.empty()) MEMFIT_RETURN_IF_ERROR(check_output_path(o.trace_path, "--trace"));
@@ -284,6 +292,22 @@ Result<TrainReport> train(const TrainOptions& given,
     return Status::error(std::string("--batch times --accumulate") +
                          (ranks > 1 ? " times the ranks" : "") + " exceeds the " +
                          std::to_string(data->train_count()) + " training examples");
+  }
+  // Evaluation reads whole batches of the test set: none may be left out.
+  const int64_t tests = data->test_count();
+  if (tests == 0) {
+    return Status::error("the test set (" + data->description() +
+                         ") holds no examples: memfit evaluates on it after every epoch");
+  }
+  if (tests % program->eval_batch() != 0) {
+    return Status::error(format(
+        "the test set (%s) holds %lld examples, but evaluation reads whole batches of %lld and "
+        "would leave %lld out; give --limit %lld (or a multiple of %lld)",
+        data->description().c_str(), static_cast<long long>(tests),
+        static_cast<long long>(program->eval_batch()),
+        static_cast<long long>(tests % program->eval_batch()),
+        static_cast<long long>(std::min<int64_t>(tests, 1000)),
+        static_cast<long long>(program->eval_batch())));
   }
   log(format("data: %s, %lld training and %lld test examples", data->description().c_str(),
              static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
