@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "test_util.h"
@@ -36,6 +37,15 @@ TEST(OutputPath, RefusesMissingDirectoriesAndWhatIsNotARegularFile) {
   expect_refused(dir.file("fifo"), "it is a FIFO");
   expect_refused("/dev/null", "it is a character device");
   EXPECT_FALSE(check_output_path("", "--save").is_ok());
+}
+
+// /proc passes access(W_OK) for root but takes no new file: the check makes
+// one, and leaves nothing behind where it can.
+TEST(OutputPath, RefusesADirectoryThatTakesNoNewFile) {
+  expect_refused("/proc/ck.bin", "cannot create a file in directory /proc");
+  testing::ScratchDir dir;
+  ASSERT_TRUE(check_output_path(dir.file("ck.bin"), "--save").is_ok());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.file("")));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -49,6 +50,16 @@ Status check_output_path(const std::string& path, const std::string& what) {
   if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
     return Status::error(what + " " + path + ": " + std::strerror(errno));
   }
+  // A directory may pass access() and still take no new file (/proc, /sys):
+  // one is made and removed, as the writers make theirs beside the path.
+  std::string probe = (dir / ".memfit-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    return Status::error(what + " " + path + ": cannot create a file in directory " + dir.string() +
+                         ": " + std::strerror(errno));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
   return Status::ok();
 }
 
