@@ -491,7 +491,7 @@ TEST(OnnxOperators, ConvTransposeAndGlobalAveragePool) {
 // BatchNormalization: scale and bias are parameters, the running mean and
 // variance model state that training updates (ONNX momentum 0.9 is memfit's
 // 0.1); evaluation reads them in batch_norm_inference.
-OnnxModel batch_norm_model() {
+OnnxModel batch_norm_model(float epsilon = 1e-3f, float momentum = 0.9f) {
   OnnxModel m;
   m.input("x", {3, 4, 4});
   m.weight("bn.weight", {3}, {1.0f, 1.5f, 0.5f});
@@ -501,8 +501,8 @@ OnnxModel batch_norm_model() {
   onnx::NodeProto& bn =
       m.node("BatchNormalization",
              {"x", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}, {"b"});
-  OnnxModel::attr_float(bn, "epsilon", 1e-3f);
-  OnnxModel::attr_float(bn, "momentum", 0.9f);
+  OnnxModel::attr_float(bn, "epsilon", epsilon);
+  OnnxModel::attr_float(bn, "momentum", momentum);
   m.node("Relu", {"b"}, {"r"});
   m.node("GlobalAveragePool", {"r"}, {"g"});
   m.node("Flatten", {"g"}, {"y"});
@@ -537,6 +537,22 @@ TEST(OnnxOperators, BatchNormalization) {
   EXPECT_TRUE(step.unchanged.empty());
   ASSERT_TRUE(step.after.find("bn.running_mean") != nullptr);
   EXPECT_NE(*step.after.find("bn.running_mean"), *step.before.find("bn.running_mean"));
+}
+
+// An epsilon that is not positive, a momentum outside [0, 1] and any float
+// attribute that is NaN or infinite are refused: they would train to NaN.
+TEST(OnnxOperators, BatchNormalizationRefusesBadEpsilonAndMomentum) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float epsilon : {-1.0f, 0.0f}) {
+    const std::string why = refusal(batch_norm_model(epsilon).bytes());
+    EXPECT_TRUE(contains(why, "epsilon must be positive")) << why;
+  }
+  EXPECT_TRUE(contains(refusal(batch_norm_model(nan).bytes()), "attribute epsilon is NaN"));
+  EXPECT_TRUE(
+      contains(refusal(batch_norm_model(1e-3f, inf).bytes()), "attribute momentum is infinite"));
+  const std::string why = refusal(batch_norm_model(1e-3f, 2.0f).bytes());
+  EXPECT_TRUE(contains(why, "momentum must be between 0 and 1")) << why;
 }
 
 // MaxPool, then AveragePool with pads and count_include_pad.

@@ -1,13 +1,16 @@
 // Training: gradient accumulation equals one large batch; a run resumed from
 // a checkpoint repeats the uninterrupted run's losses exactly; bad checkpoints
 // are refused.
+#include "memfit/train.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
-#include "memfit/train.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/training_program.h"
@@ -227,6 +230,21 @@ TEST(Resume, RefusesBadCheckpoints) {
   ASSERT_FALSE(wrong_optimizer.is_ok());
   EXPECT_NE(wrong_optimizer.message().find("is missing"), std::string::npos)
       << wrong_optimizer.message();
+  EXPECT_NE(wrong_optimizer.message().find("resume with the --optimizer it was saved with"),
+            std::string::npos)
+      << wrong_optimizer.message();
+
+  // Another --accumulate (whose accumulators are tensors of the checkpoint
+  // too) is named as the flag.
+  TrainOptions accumulate = small_run("lenet");
+  accumulate.epochs = 1;
+  accumulate.step.accumulate = 1;
+  accumulate.resume_path = path;
+  auto wrong_accumulate = train(accumulate, quiet);
+  ASSERT_FALSE(wrong_accumulate.is_ok());
+  EXPECT_NE(wrong_accumulate.message().find("--accumulate 2 in the checkpoint, 1 now"),
+            std::string::npos)
+      << wrong_accumulate.message();
 
   // Another batch, another schedule length: the position and the schedule
   // depend on them.
@@ -242,6 +260,23 @@ TEST(Resume, RefusesBadCheckpoints) {
   expect_refused(25, 1, "--batch 50 in the checkpoint, 25 now");
   expect_refused(50, 3, "--epochs 1 in the checkpoint, 3 now");
 
+  // A checkpoint whose state holds a NaN (here written by hand) is refused by name.
+  Result<Checkpoint> saved = load_checkpoint(path);
+  ASSERT_TRUE(saved) << saved.message();
+  NamedTensor& first_tensor =
+      *std::min_element(saved->tensors.begin(), saved->tensors.end(),
+                        [](const NamedTensor& a, const NamedTensor& b) { return a.name < b.name; });
+  first_tensor.data.back() = std::numeric_limits<float>::quiet_NaN();
+  const std::string nan_path = dir.file("nan.ckpt");
+  ASSERT_TRUE(save_checkpoint(nan_path, *saved).is_ok());
+  TrainOptions nan_run = small_run("lenet");
+  nan_run.epochs = 1;
+  nan_run.resume_path = nan_path;
+  auto with_nan = train(nan_run, quiet);
+  ASSERT_FALSE(with_nan.is_ok());
+  EXPECT_EQ(with_nan.message(), "tensor '" + first_tensor.name +
+                                    "' holds a NaN or an infinity in checkpoint " + nan_path);
+
   // Truncated: refused, and the file is left as it was.
   const auto size = std::filesystem::file_size(path);
   std::filesystem::resize_file(path, size / 2);
@@ -252,6 +287,22 @@ TEST(Resume, RefusesBadCheckpoints) {
   ASSERT_FALSE(truncated.is_ok());
   EXPECT_NE(truncated.message().find(path), std::string::npos) << truncated.message();
   EXPECT_EQ(std::filesystem::file_size(path), size / 2);
+}
+
+// At --lr 10 lenet's parameters overflow to NaN within the first epoch, yet
+// the loss stays finite (a ReLU passes a NaN on as 0): the state, checked
+// after each epoch, stops the run.
+TEST(Train, StopsWhenTheParametersDivergeThoughTheLossIsFinite) {
+  TrainOptions o;
+  o.step.model = {.name = "lenet", .batch = 4};
+  o.step.optimizer.lr = 10.0f;
+  o.synthetic = true;
+  o.limit = 64;
+  o.epochs = 1;
+  auto run = train(o, quiet);
+  ASSERT_FALSE(run.is_ok());
+  EXPECT_NE(run.message().find("holds a NaN or an infinity after epoch 1"), std::string::npos)
+      << run.message();
 }
 
 TEST(Train, RejectsBadOptions) {

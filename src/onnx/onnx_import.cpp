@@ -2,6 +2,7 @@
 // order (folded when it computes on constants), and the loss appended.
 #ifdef MEMFIT_HAVE_ONNX
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "onnx/import_context.h"
@@ -166,6 +167,9 @@ Result<float> ImportContext::attr_float(const std::string& name, float fallback)
   const onnx::AttributeProto* a = attr(name);
   if (a == nullptr) return fallback;
   if (a->type() != onnx::AttributeProto::FLOAT) return error("attribute " + name + " is not a float");
+  if (!std::isfinite(a->f())) {
+    return error("attribute " + name + " is " + (std::isnan(a->f()) ? "NaN" : "infinite"));
+  }
   return a->f();
 }
 

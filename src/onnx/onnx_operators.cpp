@@ -498,7 +498,11 @@ Status global_average_pool(Ctx& ctx) {
 Status batch_normalization(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"epsilon", "momentum", "training_mode"}));
   MEMFIT_ASSIGN_OR_RETURN(const float eps, ctx.attr_float("epsilon", 1e-5f));
+  if (eps <= 0) return ctx.error("epsilon must be positive, not " + std::to_string(eps));
   MEMFIT_ASSIGN_OR_RETURN(const float momentum, ctx.attr_float("momentum", 0.9f));
+  if (momentum < 0 || momentum > 1) {
+    return ctx.error("momentum must be between 0 and 1, not " + std::to_string(momentum));
+  }
   // Training mode's outputs 1 and 2 (the running statistics) are not bound:
   // memfit updates the state itself, and a node that reads them is refused.
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
@@ -525,6 +529,7 @@ Status batch_normalization(Ctx& ctx) {
 Status layer_normalization(Ctx& ctx) {
   MEMFIT_RETURN_IF_ERROR(ctx.only_attrs({"axis", "epsilon", "stash_type"}));
   MEMFIT_ASSIGN_OR_RETURN(const float eps, ctx.attr_float("epsilon", 1e-5f));
+  if (eps <= 0) return ctx.error("epsilon must be positive, not " + std::to_string(eps));
   MEMFIT_ASSIGN_OR_RETURN(const int64_t axis_attr, ctx.attr_int("axis", -1));
   MEMFIT_ASSIGN_OR_RETURN(const ValueId x, ctx.value(0));
   const Shape xs = ctx.shape_of(x);

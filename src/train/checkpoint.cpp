@@ -379,10 +379,16 @@ Status check_matches(const Checkpoint& checkpoint, const std::string& model,
   for (const NamedTensor& tensor : checkpoint.tensors) saved.emplace(tensor.name, &tensor);
   std::vector<std::string> problems;
   std::unordered_set<std::string_view> wanted;
+  // Whether a missing or unexpected tensor is an optimizer's state.
+  bool optimizer_state = false;
+  const auto of_an_optimizer = [](std::string_view name) {
+    return name.ends_with(".momentum") || name.ends_with(".adam_m") || name.ends_with(".adam_v");
+  };
   for (const auto& [name, shape] : expected) {
     wanted.insert(name);
     const auto it = saved.find(name);
     if (it == saved.end()) {
+      optimizer_state = optimizer_state || of_an_optimizer(name);
       problems.push_back("tensor '" + name + "' " + shape_string(shape) + " is missing");
     } else if (it->second->shape != shape) {
       problems.push_back("tensor '" + name + "' has shape " + shape_string(it->second->shape) +
@@ -391,6 +397,7 @@ Status check_matches(const Checkpoint& checkpoint, const std::string& model,
   }
   for (const NamedTensor& tensor : checkpoint.tensors) {
     if (!wanted.contains(tensor.name)) {
+      optimizer_state = optimizer_state || of_an_optimizer(tensor.name);
       problems.push_back("tensor '" + tensor.name + "' " + shape_string(tensor.shape) +
                          " is not in the model");
     }
@@ -402,6 +409,11 @@ Status check_matches(const Checkpoint& checkpoint, const std::string& model,
   }
   if (problems.size() > kMaxListedProblems) {
     message += "; and " + std::to_string(problems.size() - kMaxListedProblems) + " more";
+  }
+  if (optimizer_state) {
+    message +=
+        " (the checkpoint holds another optimizer's state: resume with the --optimizer "
+        "it was saved with)";
   }
   return Status::error(message);
 }
@@ -421,7 +433,11 @@ Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now) {
           now.train_examples);
   compare("--epochs", then.epochs, now.epochs);
   if (then.schedule != now.schedule) {
-    const auto name = [](int64_t s) { return s == 0 ? std::string("constant") : std::string("cosine"); };
+    const auto name = [](int64_t s) {
+      return s == 0   ? std::string("constant")
+             : s == 1 ? std::string("cosine")
+                      : "(unknown " + std::to_string(s) + ")";
+    };
     differences.push_back("--schedule " + name(then.schedule) + " in the checkpoint, " +
                           name(now.schedule) + " now");
   }

@@ -105,6 +105,18 @@ Result<double> evaluate(TrainingProgram& program, const DataSource& data, Commun
   return counts[0] / counts[1];
 }
 
+// The first tensor of `state` by name that holds a NaN or an infinity; empty
+// when all are finite.
+std::string non_finite_tensor(const StateStore& state) {
+  std::string first;
+  for (const auto& [name, data] : state.tensors()) {
+    if (!first.empty() && name >= first) continue;
+    if (!std::all_of(data.begin(), data.end(), [](float v) { return std::isfinite(v); }))
+      first = name;
+  }
+  return first;
+}
+
 // Whether any rank says yes.
 Result<bool> any_rank(Communicator& comm, bool yes) {
   double flag = yes ? 1 : 0;
@@ -375,10 +387,14 @@ Result<TrainReport> train(const TrainOptions& given,
     if (rank == 0) {
       resumed = [&]() -> Status {
         MEMFIT_ASSIGN_OR_RETURN(Checkpoint ck, load_checkpoint(options.resume_path));
-        MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.step.model.name, program->state_shapes()));
-        if (Status same = check_same_run(ck, run_settings(options, *data)); !same.is_ok()) {
-          return Status::error("checkpoint " + options.resume_path + ": " + same.message());
+        // The run's settings before the tensors: a changed --accumulate
+        // changes the tensors too, and is named as the flag it is.
+        if (ck.model == options.step.model.name) {
+          if (Status same = check_same_run(ck, run_settings(options, *data)); !same.is_ok()) {
+            return Status::error("checkpoint " + options.resume_path + ": " + same.message());
+          }
         }
+        MEMFIT_RETURN_IF_ERROR(check_matches(ck, options.step.model.name, program->state_shapes()));
         for (NamedTensor& t : ck.tensors) state[t.name] = std::move(t.data);
         counters = StepCounters{ck.micro_step, ck.optimizer_step};
         first_epoch = ck.epoch;
@@ -393,6 +409,13 @@ Result<TrainReport> train(const TrainOptions& given,
   }
   if (ranks > 1) {
     MEMFIT_RETURN_IF_ERROR(share_rank0_state(comm, *program, state, counters, first_epoch));
+  }
+  // A NaN in the state would train to garbage with a finite loss (a ReLU
+  // passes NaN on as 0).
+  if (const std::string bad = non_finite_tensor(state); !bad.empty()) {
+    return Status::error("tensor '" + bad + "' holds a NaN or an infinity " +
+                         (options.resume_path.empty() ? std::string("in the model's initial state")
+                                                      : "in checkpoint " + options.resume_path));
   }
   const int64_t last_epoch =
       options.stop_after > 0 ? std::min(options.stop_after, options.epochs) : options.epochs;
@@ -505,6 +528,22 @@ Result<TrainReport> train(const TrainOptions& given,
     }
     train_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     examples += (b - begin) * batch * ranks;
+    // The loss can stay finite while the parameters diverge (a ReLU passes a
+    // NaN on as 0): the state is checked once an epoch, before it is saved.
+    {
+      StateStore trained;
+      MEMFIT_RETURN_IF_ERROR(program->store_state(trained));
+      const std::string bad = non_finite_tensor(trained);
+      MEMFIT_ASSIGN_OR_RETURN(const bool diverged, any_rank(comm, !bad.empty()));
+      if (diverged) {
+        return Status::error(format(
+            "%s holds a NaN or an infinity after epoch %lld (optimizer step %lld) though the "
+            "loss stayed finite: training diverged and stopped%s; try a smaller --lr",
+            bad.empty() ? "another rank's state" : ("tensor '" + bad + "'").c_str(),
+            static_cast<long long>(epoch + 1), static_cast<long long>(counters.optimizer_step),
+            options.save_path.empty() ? "" : " (no checkpoint written for this epoch)"));
+      }
+    }
     if (stop) {
       report.stopped = true;
       log(format("stopped at epoch %lld, optimizer step %lld, as asked", static_cast<long long>(epoch + 1),
