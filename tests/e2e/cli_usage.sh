@@ -15,14 +15,17 @@ for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "trai
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
   grep -q "Usage" <<<"$out" || fail "'memfit $args' printed no usage"
 done
-# Number flags refuse nan, infinity and values out of their range, and say
-# the range in words (never the largest double's 309 digits).
+# Number flags refuse nan, infinity and values out of their range (integers
+# past int64 too, which the conversion would clamp or wrap), and say the
+# range in words (never the largest double's 309 digits).
 for args in "train --lr nan" "train --lr inf" "train --lr -0.1" "train --weight-decay -1" \
             "train --weight-decay nan" "train --batch 0" "train --epochs -2" \
-            "plan --model mlp --batch 4 --link-gbps nan" "plan --model mlp --batch 4 --milp-seconds 0"; do
+            "plan --model mlp --batch 4 --link-gbps nan" "plan --model mlp --batch 4 --milp-seconds 0" \
+            "train --seed -1" "train --seed 18446744073709551616" "train --epochs 99999999999999999999" \
+            "plan --model mlp --batch 99999999999999999999" "plan --model mlp --batch 4 --ranks 9223372036854775808"; do
   out=$("$memfit" $args 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
-  grep -Eq "is not a finite number|must be more than 0, not|must be 0 or more, not" <<<"$out" ||
+  grep -Eq "is not a finite number|must be more than 0, not|must be 0 or more, not|is out of range \(at most 9223372036854775807\)" <<<"$out" ||
     fail "'memfit $args' does not say the range: $out"
   if grep -q "1797693" <<<"$out"; then fail "'memfit $args' printed the largest double"; fi
 done

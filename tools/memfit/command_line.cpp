@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +93,15 @@ CLI::Validator number_validator(bool positive) {
           return "'" + text + "' is not a number";
         }
         if (!std::isfinite(value)) return "'" + text + "' is not a finite number";
+        // An integer past int64 would be clamped (or wrapped) by the conversion.
+        if (text.find_first_not_of("+-0123456789") == std::string::npos) {
+          const char* digits = text.c_str() + (text[0] == '+' ? 1 : 0);
+          int64_t integer = 0;
+          if (std::from_chars(digits, text.c_str() + text.size(), integer).ec ==
+              std::errc::result_out_of_range) {
+            return "'" + text + "' is out of range (at most 9223372036854775807)";
+          }
+        }
         if (positive && !(value > 0)) return "must be more than 0, not " + text;
         if (!positive && value < 0) return "must be 0 or more, not " + text;
         return std::string();
@@ -314,6 +324,7 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   add_named(cmd, "--schedule", train.schedule,
             "learning rate: constant, or cosine decay to 0 over the run");
   cmd->add_option("--seed", train.seed, "seed of initialization, shuffling and dropout")
+      ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_flag("--synthetic", train.synthetic,
                 "train on a synthetic data set made for the model's input (any model)");
