@@ -1459,6 +1459,15 @@ TEST(OnnxRefusals, UnsupportedAttribute) {
   pads.output("y");
   const std::string asymmetric = refusal(pads.bytes());
   EXPECT_TRUE(contains(asymmetric, "asymmetric pads are not supported")) << asymmetric;
+
+  OnnxModel negative;
+  negative.input("x", {1, 4, 4});
+  negative.weight("conv.weight", {2, 1, 3, 3});
+  OnnxModel::attr_ints(negative.node("Conv", {"x", "conv.weight"}, {"y"}, "/conv/Conv"), "pads",
+                       {-1, -1, -1, -1});
+  negative.output("y");
+  const std::string cropped = refusal(negative.bytes());
+  EXPECT_TRUE(contains(cropped, "negative pads are not supported (begin -1, end -1)")) << cropped;
 }
 
 // A symbolic dimension other than the first.
@@ -1468,6 +1477,14 @@ TEST(OnnxRefusals, DynamicNonBatchDimension) {
   shape->mutable_dim(1)->set_dim_param("features");
   const std::string message = refusal(m.bytes());
   EXPECT_TRUE(contains(message, "input 'x' has a dynamic dimension 1 ('features')")) << message;
+  // A fixed size that is not positive is named as such.
+  for (const int64_t size : {0, -5}) {
+    shape->mutable_dim(1)->set_dim_value(size);
+    const std::string bad = refusal(m.bytes());
+    EXPECT_TRUE(contains(bad, "input 'x' has dimension 1 of size " + std::to_string(size) +
+                                  "; every size must be positive"))
+        << bad;
+  }
 }
 
 // An operator of another domain than the default.

@@ -266,6 +266,9 @@ Status ImportContext::bind_inputs() {
         shape.push_back(options_.batch);
       } else if (dim.has_dim_value() && dim.dim_value() > 0) {
         shape.push_back(dim.dim_value());
+      } else if (dim.has_dim_value()) {
+        return Status::error(what + " has dimension " + std::to_string(d) + " of size " +
+                             std::to_string(dim.dim_value()) + "; every size must be positive");
       } else {
         return Status::error(
             what + " has a dynamic dimension " + std::to_string(d) +

@@ -374,6 +374,10 @@ Result<Window> window(Ctx& ctx, size_t spatial, const std::vector<int64_t>& kern
                      std::to_string(spatial) + " spatial dimensions");
   }
   for (size_t d = 0; d < spatial; ++d) {
+    if (pads[d] < 0 || pads[d + spatial] < 0) {
+      return ctx.error("negative pads are not supported (begin " + std::to_string(pads[d]) +
+                       ", end " + std::to_string(pads[d + spatial]) + ")");
+    }
     if (pads[d] != pads[d + spatial]) {
       return ctx.error("asymmetric pads are not supported (begin " + std::to_string(pads[d]) +
                        ", end " + std::to_string(pads[d + spatial]) + ")");
