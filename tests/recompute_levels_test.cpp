@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "autodiff/autodiff.h"
@@ -276,11 +277,17 @@ TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   ASSERT_NE(least_at, std::string::npos) << refusal;
   const std::string best_flags =
       refusal.substr(flags_at + with.size(), least_at - flags_at - with.size());
-  ASSERT_EQ(best_flags.rfind("--recompute ", 0), 0u) << refusal;
-  const bool best_mirror = best_flags.ends_with(" --mirror");
-  const std::string best_name = best_flags.substr(
-      12, best_flags.size() - 12 - (best_mirror ? std::string(" --mirror").size() : 0));
-  const Recompute best_recompute = parse_name<Recompute>(best_name).value();
+  // "--recompute NAME[ --mirror][ --swap NAME]", or "--policy auto".
+  std::istringstream words(best_flags);
+  std::string word, recompute_name, swap_name;
+  bool best_mirror = false, best_auto = false;
+  while (words >> word) {
+    if (word == "--recompute") words >> recompute_name;
+    if (word == "--mirror") best_mirror = true;
+    if (word == "--swap") words >> swap_name;
+    if (word == "--policy") best_auto = words >> word && word == "auto";
+  }
+  ASSERT_TRUE(best_auto || !recompute_name.empty()) << refusal;
   const size_t best = std::stoull(refusal.substr(least_at + at_least.size()));
   EXPECT_LE(best, smallest);
   // That budget is met: the error of a strategy that misses it names one that
@@ -290,8 +297,14 @@ TEST(RecomputeLevels, BudgetErrorNamesTheSmallestArenaOfAnyStrategy) {
   if (!named.is_ok()) {
     EXPECT_NE(named.message().find(" fits in "), std::string::npos) << named.message();
   }
-  request.step.recompute = best_recompute;
-  request.step.mirror = best_mirror;
+  if (best_auto) {
+    request.step.policy = Policy::automatic;
+    request.step.recompute.reset();
+  } else {
+    request.step.recompute = parse_name<Recompute>(recompute_name).value();
+    request.step.mirror = best_mirror;
+    if (!swap_name.empty()) request.step.swap = parse_name<Swap>(swap_name).value();
+  }
   auto met = plan_training_step(request);
   ASSERT_TRUE(met.is_ok()) << best_flags << ": " << met.message();
   EXPECT_LE(met->arena_bytes, best);

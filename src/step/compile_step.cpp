@@ -98,7 +98,10 @@ Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& technique
   return result;
 }
 
-Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) {
+namespace {
+
+// compile_step at the spec's budget as given.
+Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuild& build) {
   MEMFIT_RETURN_IF_ERROR(check_step_spec(spec));
   CompiledStep step;
   step.spec = spec;
@@ -180,6 +183,32 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) 
         Executable::prepare(std::move(rewritten_acc.graph), *step.backend, exec));
   }
   return step;
+}
+
+// Whether the techniques shape the plan to the memory budget.
+bool aims_at_budget(const Techniques& t) {
+  return t.automatic || t.recompute == Recompute::budget || t.recompute == Recompute::optimal ||
+         t.recompute == Recompute::milp || t.swap == Swap::budget;
+}
+
+}  // namespace
+
+Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) {
+  MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step_at_budget(spec, build));
+  const auto fits = [&](const CompiledStep& s) {
+    return s.apply->plan().arena_bytes <= spec.budget;
+  };
+  if (spec.budget <= 1 || fits(step) || !aims_at_budget(step.techniques)) return step;
+  // A technique aimed at the budget plans from predicted sizes and may miss
+  // it where its smallest plan (the one it makes for a budget no plan
+  // reaches) fits: the smallest arena that check_step_budget states is a
+  // budget that is then met.
+  StepSpec smallest = spec;
+  smallest.budget = 1;
+  auto least = compile_step_at_budget(smallest, build);
+  if (!least || !fits(*least)) return step;
+  least->spec.budget = spec.budget;
+  return least;
 }
 
 }  // namespace memfit

@@ -3,6 +3,32 @@
 #include "memfit/bytes.h"
 
 namespace memfit {
+namespace {
+
+// A combination of techniques compiled at the step's budget.
+struct Candidate {
+  size_t arena = 0;
+  std::string flags;  // technique_flags of what it resolved to
+  StepSpec spec;      // without a policy, or with --policy auto
+};
+
+// `flags` as the user can give them beside the rest of their command line:
+// with what they must drop where the user's own technique flags conflict.
+std::string as_given(const Candidate& c, const StepSpec& user) {
+  const bool automatic = c.spec.policy == Policy::automatic;
+  if (user.policy && !automatic) {
+    StepSpec inside = c.spec;
+    inside.policy = user.policy;
+    if (resolve_techniques(inside)) return c.flags;
+    return c.flags + " (without --policy " + std::string(name_of(*user.policy)) + ")";
+  }
+  if (automatic && !user.policy && (user.recompute || user.swap || user.mirror)) {
+    return c.flags + " (without --recompute, --swap and --mirror)";
+  }
+  return c.flags;
+}
+
+}  // namespace
 
 Status check_step_budget(const CompiledStep& step) {
   const StepSpec& spec = step.spec;
@@ -10,41 +36,60 @@ Status check_step_budget(const CompiledStep& step) {
   const size_t arena = step.apply->plan().arena_bytes;
   if (spec.budget == 0 || arena <= spec.budget) return Status::ok();
   const auto bytes = [](size_t b) { return human_bytes(b) + " (" + std::to_string(b) + " bytes)"; };
-  size_t best = arena;
-  std::string best_flags = technique_flags(t);
-  const std::vector<Swap> swaps =
-      t.automatic ? std::vector<Swap>{Swap::none, Swap::budget} : std::vector{t.swap};
+  // Every recompute strategy but milp (which may take its whole time
+  // limit), with and without mirror, without swapping and with the budget
+  // swap policy (or the step's own), and --policy auto: compiled at this
+  // budget, which those aimed at a budget then plan their smallest for.
+  std::vector<StepSpec> tries;
+  const std::vector<Swap> swaps = t.swap == Swap::none || t.swap == Swap::budget
+                                      ? std::vector<Swap>{Swap::none, Swap::budget}
+                                      : std::vector<Swap>{Swap::none, Swap::budget, t.swap};
   for (const Swap swap : swaps) {
     for (const Recompute recompute : {Recompute::none, Recompute::sqrt, Recompute::budget,
                                       Recompute::recursive, Recompute::optimal}) {
-      for (bool mirror : {false, true}) {
-        if (!t.automatic && recompute == t.recompute && mirror == t.mirror) continue;
+      for (const bool mirror : {false, true}) {
         StepSpec other = spec;
         other.policy.reset();
         other.share = t.share;
         other.recompute = recompute;
         other.mirror = mirror;
         other.swap = swap;
-        other.cost = t.cost;
         if (swap != Swap::tflms) other.tflms = {};
-        auto compiled = compile_step(other);
-        if (!compiled) continue;
-        const size_t other_arena = compiled->apply->plan().arena_bytes;
-        if (other_arena < best) {
-          best = other_arena;
-          best_flags = technique_flags(compiled->techniques);
-        }
+        tries.push_back(other);
       }
     }
   }
+  if (t.share) {
+    StepSpec automatic = spec;
+    automatic.policy = Policy::automatic;
+    automatic.recompute.reset();
+    automatic.swap.reset();
+    automatic.mirror = false;
+    automatic.tflms = {};
+    tries.push_back(automatic);
+  }
+  Candidate best{arena, technique_flags(t), spec};
+  bool own = true;  // the best is the step's own techniques
+  for (StepSpec& other : tries) {
+    other.cost = t.cost;
+    auto compiled = compile_step(other);
+    if (!compiled) continue;
+    const size_t other_arena = compiled->apply->plan().arena_bytes;
+    if (other_arena < best.arena) {
+      best = Candidate{other_arena, technique_flags(compiled->techniques), other};
+      own = false;
+    }
+  }
+  const std::string flags = own ? best.flags : as_given(best, spec);
   std::string message = "the plan needs " + bytes(arena) + " with " + technique_flags(t) +
                         ", over the budget of " + bytes(spec.budget) +
                         "; the smallest arena this plan reaches is " + std::to_string(arena) +
                         " bytes; ";
-  if (best <= spec.budget) return Status::error(message + best_flags + " fits in " + bytes(best));
+  if (best.arena <= spec.budget)
+    return Status::error(message + flags + " fits in " + bytes(best.arena));
   return Status::error(message + "no strategy fits: the smallest arena any reaches is " +
-                       bytes(best) + ", with " + best_flags + "; give a --budget of at least " +
-                       std::to_string(best) + " bytes, or a smaller --batch");
+                       bytes(best.arena) + ", with " + flags + "; give a --budget of at least " +
+                       std::to_string(best.arena) + " bytes, or a smaller --batch");
 }
 
 }  // namespace memfit

@@ -7,11 +7,12 @@ namespace memfit {
 
 // Ok when `step`'s arena fits its spec's budget (or there is none). Else an
 // error naming the arena, the flags that gave it and the budget, and the
-// smallest arena any recompute strategy reaches, with or without mirror (the
-// smallest budget that can be met), with the flags that reach it: every
-// strategy but milp (which may take its whole time limit) is compiled with
-// the step's swap policy; under --policy auto, without swapping and with the
-// budget swap policy.
+// smallest arena any combination of techniques reaches (the smallest budget
+// that can be met: compile_step plans such a budget's smallest arena), with
+// the flags that reach it, as a command line takes them beside the user's
+// other flags. Tried: every recompute strategy but milp (which may take its
+// whole time limit), with and without mirror, without swapping, with the
+// budget swap policy and with the step's own; and --policy auto.
 Status check_step_budget(const CompiledStep& step);
 
 }  // namespace memfit

@@ -53,11 +53,19 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
         t.share = policy == Policy::share;
         break;
       case Policy::recompute:
-        if (swaps) return Status::error("--policy recompute does not swap; use --policy auto");
+        if (swaps) {
+          return Status::error(
+              "--policy recompute does not swap; give --recompute and --swap "
+              "without --policy to combine them, or use --policy auto");
+        }
         t.recompute = spec.recompute.value_or(Recompute::budget);
         break;
       case Policy::swap:
-        if (recomputes) return Status::error("--policy swap does not recompute; use --policy auto");
+        if (recomputes) {
+          return Status::error(
+              "--policy swap does not recompute; give --recompute and --swap "
+              "without --policy to combine them, or use --policy auto");
+        }
         t.swap = spec.swap.value_or(Swap::budget);
         break;
       case Policy::automatic:

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "memfit/plan.h"
+#include "step/step_budget.h"
 #include "train/plan_report.h"
 
 namespace memfit {
@@ -79,13 +80,16 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary)
   }
   if (!smallest_fits) return probes.fits(1).status();
   if (!*smallest_fits) {
-    return Status::error("even " + std::string(capacity_name(vary)) + " " +
-                         std::to_string(smallest) +
-                         (smallest > 1 ? " (the smallest whose step builds)" : "") +
-                         " does not fit the budget of " + human_bytes(request.step.budget) +
-                         ": its arena is " +
-                         std::to_string(probes.at(smallest).value()->arena_bytes) +
-                         " bytes; give a budget of at least that, or allow more techniques");
+    // What would fit, as `memfit plan` says it for that batch.
+    StepSpec at = request.step;
+    (vary == Capacity::batch ? at.model.batch : at.model.seq_len) = smallest;
+    MEMFIT_ASSIGN_OR_RETURN(const CompiledStep step, compile_step(at));
+    const Status over = check_step_budget(step);
+    return Status::error(
+        "even " + std::string(capacity_name(vary)) + " " + std::to_string(smallest) +
+        (smallest > 1 ? " (the smallest whose step builds)" : "") + " does not fit the budget of " +
+        human_bytes(request.step.budget) + ": " +
+        (over.is_ok() ? std::string("its plan changed between two compiles") : over.message()));
   }
   int64_t good = smallest;
   constexpr int64_t kMaxBatch = int64_t{1} << 24;

@@ -82,7 +82,7 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "--budget 1MiB exited $rc, not 1"
 least=$(sed -n 's/.*give a --budget of at least \([0-9]*\) bytes.*/\1/p' <<<"$out")
 [ -n "$least" ] || fail "--budget 1MiB does not name the smallest budget: $out"
-flags=$(sed -n 's/.*reaches is .*, with \(--recompute [a-z]*\( --mirror\)\{0,1\}\);.*/\1/p' <<<"$out")
+flags=$(sed -n 's/.*reaches is .*, with \(--recompute [a-z]*\( --mirror\)\{0,1\}\( --swap [a-z]*\)\{0,1\}\);.*/\1/p' <<<"$out")
 [ -n "$flags" ] || fail "--budget 1MiB does not name the strategy: $out"
 "$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget "$least" \
   $flags >/dev/null || fail "--budget $least $flags (the smallest named) failed"

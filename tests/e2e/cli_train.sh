@@ -102,7 +102,9 @@ echo "cli_train: ok"
 # anything is allocated, naming both sizes and the flags that help (GPT-2
 # small at its default batch plans about 147 GiB), never a crash.
 refused "but this machine has" train --model gpt --synthetic --epochs 1
-refused "make the step smaller: --budget BYTES" train --model mlp --synthetic --batch 10000000000 --epochs 1
+refused "make the step smaller: --budget BYTES" train --model mlp --synthetic --batch 4000000000 --epochs 1
+# More examples per step than any data set holds (2^32 - 1).
+refused "more than any data set's 2^32 - 1 examples" train --model mlp --synthetic --batch 10000000000 --epochs 1
 echo "cli_train: memory ok"
 # Evaluation fits the budget training is given: Fashion-MNIST's test batches
 # of 1000 would plan more than this budget, so smaller ones are chosen, and
