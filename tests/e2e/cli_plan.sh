@@ -86,6 +86,19 @@ flags=$(sed -n 's/.*reaches is .*, with \(--recompute [a-z]*\( --mirror\)\{0,1\}
 [ -n "$flags" ] || fail "--budget 1MiB does not name the strategy: $out"
 "$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget "$least" \
   $flags >/dev/null || fail "--budget $least $flags (the smallest named) failed"
+# Under each --policy the named flags are a command line that meets the
+# named budget: with that policy, or without it where the message says so.
+for policy in share recompute swap auto; do
+  out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget 1MiB \
+        --policy "$policy" 2>&1)
+  least=$(sed -n 's/.*give a --budget of at least \([0-9]*\) bytes.*/\1/p' <<<"$out")
+  flags=$(sed -n 's/.*reaches is [^,]*, with \(--[a-z -]*[a-z]\)\( (without --policy [a-z]*)\)\{0,1\}; give.*/\1/p' <<<"$out")
+  [ -n "$least" ] && [ -n "$flags" ] || fail "--policy $policy: no smallest budget and flags: $out"
+  grep -q "(without --policy $policy)" <<<"$out" || grep -q -- "--policy" <<<"$flags" ||
+    flags="--policy $policy $flags"
+  "$memfit" plan --model resnet-cifar --depth 20 --batch 8 --image-size 16 --budget "$least" \
+    $flags >/dev/null 2>&1 || fail "--policy $policy: --budget $least $flags (as named) failed: $out"
+done
 
 # optimal: predicted seconds in the table and the JSON; roofline costs by
 # default (the same plan on every run), measured ones when asked.
