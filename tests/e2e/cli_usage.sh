@@ -15,6 +15,9 @@ for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "trai
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
   grep -q "Usage" <<<"$out" || fail "'memfit $args' printed no usage"
 done
+out=$("$memfit" nonexistent 2>&1)
+grep -q "unknown command 'nonexistent'; the commands are train, plan, maxbatch, models" <<<"$out" ||
+  fail "an unknown command is not named: $out"
 # Number flags refuse nan, infinity and values out of their range (integers
 # past int64 too, which the conversion would clamp or wrap), and say the
 # range in words (never the largest double's 309 digits).

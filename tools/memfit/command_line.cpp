@@ -436,6 +436,21 @@ Parsed CommandLine::parse(const std::vector<std::string>& args) {
   std::vector<const char*> argv;
   for (const std::string& arg : args) argv.push_back(arg.c_str());
   CLI::App& app = *app_;
+  // CLI11 would say only that a subcommand is required.
+  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->get_name() == args[1];
+    }
+    if (!known) {
+      return Parsed{.run = false,
+                    .exit_code = kUsageError,
+                    .text = "unknown command '" + args[1] + "'; the commands are " + names,
+                    .help = app.help()};
+    }
+  }
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
