@@ -449,6 +449,8 @@ Result<TrainReport> train(const TrainOptions& given,
   const uint64_t dropout_seed =
       rank == 0 ? options.seed : options.seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank));
   TrainReport report;
+  // What a diverged run may try.
+  const char* smaller = options.step.optimizer.weight_decay > 0 ? "--lr or --weight-decay" : "--lr";
   double train_seconds = 0;
   int64_t examples = 0;
   bool first_step_done = false;
@@ -478,10 +480,10 @@ Result<TrainReport> train(const TrainOptions& given,
       if (!std::isfinite(loss)) {
         return Status::error(format(
             "the loss is %s at epoch %lld, micro-batch %lld (optimizer step %lld): training "
-            "diverged and stopped%s; try a smaller --lr",
+            "diverged and stopped%s; try a smaller %s",
             std::isnan(loss) ? "nan" : "infinite", static_cast<long long>(epoch + 1),
             static_cast<long long>(b + 1), static_cast<long long>(counters.optimizer_step),
-            options.save_path.empty() ? "" : " (no checkpoint written for this epoch)"));
+            options.save_path.empty() ? "" : " (no checkpoint written for this epoch)", smaller));
       }
       report.losses.push_back(loss);
       window_loss += loss;
@@ -538,10 +540,10 @@ Result<TrainReport> train(const TrainOptions& given,
       if (diverged) {
         return Status::error(format(
             "%s holds a NaN or an infinity after epoch %lld (optimizer step %lld) though the "
-            "loss stayed finite: training diverged and stopped%s; try a smaller --lr",
+            "loss stayed finite: training diverged and stopped%s; try a smaller %s",
             bad.empty() ? "another rank's state" : ("tensor '" + bad + "'").c_str(),
             static_cast<long long>(epoch + 1), static_cast<long long>(counters.optimizer_step),
-            options.save_path.empty() ? "" : " (no checkpoint written for this epoch)"));
+            options.save_path.empty() ? "" : " (no checkpoint written for this epoch)", smaller));
       }
     }
     if (stop) {

@@ -15,6 +15,10 @@ for args in "train --bogus" "train --epochs 0" "train --model nonexistent" "trai
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
   grep -q "Usage" <<<"$out" || fail "'memfit $args' printed no usage"
 done
+# A zoo size flag with an ONNX model (the file need not exist: the flags are checked first).
+out=$("$memfit" plan --onnx model.onnx --depth 2 --batch 2 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "--onnx with --depth exited $rc, not 2"
+grep -q -- "--depth sizes a zoo model" <<<"$out" || fail "--onnx with --depth: $out"
 out=$("$memfit" nonexistent 2>&1)
 grep -q "unknown command 'nonexistent'; the commands are train, plan, maxbatch, models" <<<"$out" ||
   fail "an unknown command is not named: $out"

@@ -241,7 +241,7 @@ void add_technique_flags(CLI::App* cmd, memfit::StepSpec& spec) {
          [&spec](const std::string& text) { spec.budget = memfit::parse_bytes(text).value(); },
          "largest step arena allowed, e.g. 2GiB or 1.5GB; the recompute, swap and auto choices "
          "fit it, and a step that does not is refused before anything runs, naming the smallest "
-         "arena any --recompute strategy reaches")
+         "arena any combination of techniques reaches")
       ->check(bytes_validator());
 }
 
@@ -366,6 +366,13 @@ std::string check_combinations(CLI::App& app, Command& command) {
     if (!spec->model.onnx.empty()) {
       if (cmd->count("--attention") > 0) {
         return "--attention chooses a zoo model's attention; an ONNX model's is that of its file";
+      }
+      for (const char* size : {"--image-size", "--classes", "--depth", "--width", "--seq-len",
+                               "--volume", "--vocab"}) {
+        if (cmd->count(size) > 0) {
+          return std::string(size) +
+                 " sizes a zoo model; an ONNX model's sizes are those of its file";
+        }
       }
       spec->model.name = std::filesystem::path(spec->model.onnx).stem().string();
     } else if (!spec->model.loss.empty()) {
