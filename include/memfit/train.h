@@ -87,6 +87,7 @@ struct TrainReport {
   size_t arena_bytes = 0;             // the planned arena of a training step
   size_t high_water_bytes = 0;        // the most arena bytes a step touched (measured)
   int64_t optimizer_steps = 0;        // total, including those before a resume
+  int64_t ranks = 1;                  // data-parallel ranks of the run (mpirun -np)
   bool stopped = false;               // stop_requested ended the run before its end
   std::vector<TrainedTensor> trained;  // with keep_trained (rank 0): in the model's order
 };

@@ -7,6 +7,9 @@
 namespace memfit {
 namespace {
 
+constexpr int kMaxThreads = 1024;
+constexpr double kSlowestGbps = 1e-3;
+
 bool given(std::optional<Recompute> r) { return r.has_value(); }
 bool given(std::optional<Swap> s) { return s.has_value(); }
 
@@ -92,6 +95,15 @@ Status check_step_spec(const StepSpec& spec) {
   if (spec.model.batch < 1) return Status::error("--batch must be at least 1");
   if (spec.accumulate < 1) return Status::error("--accumulate must be at least 1");
   if (spec.threads < 0) return Status::error("--threads must not be negative");
+  if (spec.threads > kMaxThreads) {
+    return Status::error("--threads must be at most " + std::to_string(kMaxThreads) +
+                         " (0: one per core)");
+  }
+  if (spec.model.classes == 1) {
+    return Status::error(
+        "--classes must be at least 2 (0: the model's): one class has nothing to "
+        "learn");
+  }
   if (spec.backend != "cpu" && spec.backend != "reference" && spec.backend != "cuda") {
     return Status::error("unknown backend '" + spec.backend + "'; use cpu, reference or cuda");
   }
@@ -104,15 +116,18 @@ Status check_step_spec(const StepSpec& spec) {
     return Status::error("--lr must be positive");
   }
   if (!(spec.milp_seconds > 0)) return Status::error("--milp-seconds must be positive");
-  if (spec.link_gbps < 0 || std::isnan(spec.link_gbps)) {
-    return Status::error("--link-gbps must not be negative (0: unlimited)");
+  // Slower links than 1 MB/s would make a copy's pacing overflow its clock.
+  if (spec.link_gbps < 0 || std::isnan(spec.link_gbps) ||
+      (spec.link_gbps > 0 && spec.link_gbps < kSlowestGbps)) {
+    return Status::error("--link-gbps must be 0 (unlimited) or at least 0.001 (1 MB/s)");
   }
   if (spec.ranks < 1) return Status::error("--ranks must be at least 1");
   if (!(spec.bucket_mb >= 0) || spec.bucket_mb > 1e6) {
     return Status::error("--bucket-mb must be between 0 (a bucket per gradient) and 1e6");
   }
-  if (spec.comm_gbps < 0 || std::isnan(spec.comm_gbps)) {
-    return Status::error("--comm-gbps must not be negative (0: unlimited)");
+  if (spec.comm_gbps < 0 || std::isnan(spec.comm_gbps) ||
+      (spec.comm_gbps > 0 && spec.comm_gbps < kSlowestGbps)) {
+    return Status::error("--comm-gbps must be 0 (unlimited) or at least 0.001 (1 MB/s)");
   }
   if (spec.shard != Shard::none && spec.accumulate > 1) {
     return Status::error(

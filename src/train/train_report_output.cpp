@@ -28,7 +28,7 @@ std::string train_report_json(const TrainOptions& options, const TrainReport& re
   out += "  \"model\": " + json_string(spec.model.name) + ",\n";
   out += format("  \"batch\": %lld,\n  \"accumulate\": %lld,\n  \"ranks\": %lld,\n",
                 static_cast<long long>(spec.model.batch), static_cast<long long>(spec.accumulate),
-                static_cast<long long>(spec.ranks));
+                static_cast<long long>(report.ranks));
   out += "  \"optimizer\": " + json_string(name_of(spec.optimizer.kind)) + ",\n";
   out += "  \"backend\": " + json_string(spec.backend) + ",\n";
   out += format("  \"epochs\": %lld,\n  \"seed\": %llu,\n", static_cast<long long>(options.epochs),

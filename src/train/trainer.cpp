@@ -124,6 +124,41 @@ Result<bool> any_rank(Communicator& comm, bool yes) {
   return flag > 0;
 }
 
+// FNV-1a over what every rank must agree on: the step (its graph, arena and
+// state), the data and schedule, the optimizer and the run's own flags.
+uint64_t settings_hash(const TrainOptions& o, const TrainingProgram& program,
+                       const DataSource& data) {
+  const OptimizerConfig& opt = o.step.optimizer;
+  std::string text = o.step.model.name + '|' + std::to_string(program.step_graph().num_nodes()) +
+                     '|' + std::to_string(program.step_executable().plan().arena_bytes);
+  for (const auto& [name, shape] : program.state_shapes()) text += '|' + name + shape_string(shape);
+  for (const double v :
+       {static_cast<double>(o.step.model.batch), static_cast<double>(o.step.accumulate),
+        static_cast<double>(data.train_count()), static_cast<double>(data.test_count()),
+        static_cast<double>(o.epochs), static_cast<double>(o.stop_after),
+        static_cast<double>(o.schedule), static_cast<double>(o.seed), static_cast<double>(opt.kind),
+        static_cast<double>(opt.lr), static_cast<double>(opt.momentum),
+        static_cast<double>(opt.weight_decay), static_cast<double>(o.check_replicas),
+        static_cast<double>(o.log_every)}) {
+    text += '|' + std::to_string(v);
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// Ranks started with other flags would send buffers of other sizes to the
+// same collective (a crash) or wait at different ones (a hang): refused first.
+Status check_same_settings(Communicator& comm, uint64_t mine) {
+  uint64_t first = mine;
+  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
+  MEMFIT_ASSIGN_OR_RETURN(const bool differ, any_rank(comm, first != mine));
+  if (!differ) return Status::ok();
+  return Status::error(
+      "the ranks were started with different settings (model, step flags, data, "
+      "optimizer or run flags): give every rank of mpirun the same command line");
+}
+
 // FNV-1a over the bytes of the parameters and the optimizer state, in
 // checkpoint order (batch-norm running statistics are each rank's own).
 Result<uint64_t> state_hash(const TrainingProgram& program) {
@@ -304,6 +339,9 @@ Result<TrainReport> train(const TrainOptions& given,
     return Status::error(std::string("--batch times --accumulate") +
                          (ranks > 1 ? " times the ranks" : "") + " exceeds the " +
                          std::to_string(data->train_count()) + " training examples");
+  }
+  if (ranks > 1) {
+    MEMFIT_RETURN_IF_ERROR(check_same_settings(comm, settings_hash(options, *program, *data)));
   }
   // Evaluation reads whole batches of the test set: none may be left out.
   const int64_t tests = data->test_count();
@@ -585,10 +623,12 @@ Result<TrainReport> train(const TrainOptions& given,
     const RunTotals& totals = program->step_executable().totals();
     if (totals.runs > 0 && totals.comm_seconds > 0) {
       const double runs = static_cast<double>(totals.runs);
-      log(format("all-reduce: %.6f s per step on the communication thread, %.6f s of it not "
+      log(
+          format("all-reduce: %.6f s per step on the communication thread, %.6f s of it not "
                  "hidden by the backward pass (%.1f%% hidden); step %.6f s",
                  totals.comm_seconds / runs, totals.comm_wait_seconds / runs,
-                 100.0 * (1.0 - totals.comm_wait_seconds / totals.comm_seconds),
+                 // Two clocks: a wait a little over the collective's time is 0% hidden.
+                 100.0 * std::max(0.0, 1.0 - totals.comm_wait_seconds / totals.comm_seconds),
                  totals.seconds / runs));
     }
   }
@@ -615,6 +655,7 @@ Result<TrainReport> train(const TrainOptions& given,
   }
   report.examples_per_second = train_seconds > 0 ? static_cast<double>(examples) / train_seconds : 0;
   report.arena_bytes = program->arena_bytes();
+  report.ranks = ranks;
   report.high_water_bytes = program->high_water_bytes();
   report.optimizer_steps = counters.optimizer_step;
   return report;

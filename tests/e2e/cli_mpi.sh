@@ -112,4 +112,16 @@ grep -q "rank 1 .*signal 9" "$dir/kill.log"
 grep -q "resumed from" "$dir/resume.log"
 grep -q "epoch 3 done" "$dir/resume.log"
 
+# Ranks started with different flags (here --batch) are refused by name,
+# never a crash or a hang; --json says how many ranks ran.
+mismatch=(train --model mlp --synthetic --epochs 1 --limit 64)
+status=0
+timeout 120 "$mpiexec" -np 1 "$memfit" "${mismatch[@]}" --batch 8 : -np 1 "$memfit" "${mismatch[@]}" \
+  --batch 4 >"$dir/mismatch.log" 2>&1 || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { cat "$dir/mismatch.log"; echo "mismatch: $status"; exit 1; }
+grep -q "the ranks were started with different settings" "$dir/mismatch.log" ||
+  { cat "$dir/mismatch.log"; exit 1; }
+"$mpiexec" -np 2 "$memfit" "${mismatch[@]}" --batch 8 --json >"$dir/ranks.json" 2>/dev/null
+grep -q '^  "ranks": 2,$' "$dir/ranks.json" || { cat "$dir/ranks.json"; exit 1; }
+
 echo "data parallel over MPI: mlp and lenet match one process at twice the batch; resnet-cifar-20 trains"

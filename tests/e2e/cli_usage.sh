@@ -19,6 +19,15 @@ done
 out=$("$memfit" plan --onnx model.onnx --depth 2 --batch 2 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "--onnx with --depth exited $rc, not 2"
 grep -q -- "--depth sizes a zoo model" <<<"$out" || fail "--onnx with --depth: $out"
+# Values a step cannot use: a thread count past 1024, one class, a link
+# too slow for the copy engine's clock (which it once overflowed or hung on).
+for pair in "--threads 5000:--threads must be at most 1024" "--classes 1:--classes must be at least 2" \
+            "--link-gbps 1e-6:--link-gbps must be 0 (unlimited) or at least 0.001" \
+            "--comm-gbps 1e-20:--comm-gbps must be 0 (unlimited) or at least 0.001"; do
+  out=$("$memfit" plan --model lenet --batch 2 ${pair%%:*} 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'plan ${pair%%:*}' exited $rc, not 2"
+  grep -qF -- "${pair#*:}" <<<"$out" || fail "'plan ${pair%%:*}': $out"
+done
 out=$("$memfit" nonexistent 2>&1)
 grep -q "unknown command 'nonexistent'; the commands are train, plan, maxbatch, models" <<<"$out" ||
   fail "an unknown command is not named: $out"
