@@ -117,6 +117,13 @@ std::string non_finite_tensor(const StateStore& state) {
   return first;
 }
 
+// FNV-1a over `bytes` bytes at `data`, continuing from `h`.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 // Whether any rank says yes.
 Result<bool> any_rank(Communicator& comm, bool yes) {
   double flag = yes ? 1 : 0;
@@ -142,9 +149,7 @@ uint64_t settings_hash(const TrainOptions& o, const TrainingProgram& program,
         static_cast<double>(o.log_every)}) {
     text += '|' + std::to_string(v);
   }
-  uint64_t h = 1469598103934665603ull;
-  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
+  return fnv1a(text.data(), text.size());
 }
 
 // Ranks started with other flags would send buffers of other sizes to the
@@ -168,8 +173,7 @@ Result<uint64_t> state_hash(const TrainingProgram& program) {
   for (const auto& [name, shape] : program.state_shapes()) {
     if (program.is_model_state(name)) continue;
     const std::vector<float>& data = state[name];
-    const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
-    for (size_t i = 0; i < data.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    h = fnv1a(data.data(), data.size() * sizeof(float), h);
   }
   return h;
 }
