@@ -123,6 +123,18 @@ TEST(Models, BadOptionsAreRefused) {
   EXPECT_NE(model.message().find("must be positive"), std::string::npos) << model.message();
 }
 
+// A model that would pass kMaxModelValues values is refused as soon as it
+// reaches them (a layer loop that went on would run for hours).
+TEST(Models, ModelsPastTheValueLimitAreRefused) {
+  const int64_t huge = (int64_t{1} << 31) - 1;
+  auto model = build_model(
+      {.name = "seq2seq", .batch = 1, .depth = 1, .width = 4, .seq_len = huge, .vocab = 8}, true);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.message().find("reaches " + std::to_string(kMaxModelValues) + " values"),
+            std::string::npos)
+      << model.message();
+}
+
 int64_t dropout_nodes(const Model& model) {
   int64_t count = 0;
   for (const Node& node : model.graph.nodes()) count += node.op == OpKind::dropout ? 1 : 0;

@@ -177,6 +177,11 @@ TEST(ParseBytes, AcceptsNumbersAndUnits) {
   EXPECT_EQ(parse_bytes("0.1KiB").value(), 102u);  // 102.4: the fraction of a byte is dropped
   EXPECT_EQ(parse_bytes("18446744073709551615").value(), std::numeric_limits<size_t>::max());
   EXPECT_EQ(parse_bytes("1.0000000000000000000000001KiB").value(), 1024u);
+  EXPECT_EQ(parse_bytes("2TB").value(), 2'000'000'000'000u);
+  EXPECT_EQ(parse_bytes("1PB").value(), 1'000'000'000'000'000u);
+  EXPECT_EQ(parse_bytes("1.5TiB").value(), size_t{3} << 39);
+  EXPECT_EQ(parse_bytes("2PiB").value(), size_t{2} << 50);
+  EXPECT_EQ(parse_bytes("12.0B").value(), 12u);  // a whole number of bytes
 }
 
 TEST(ParseBytes, RejectsWithAReason) {
@@ -195,6 +200,9 @@ TEST(ParseBytes, RejectsWithAReason) {
       {"1.", "no digits after the point"},
       {"1.GiB", "no digits after the point"},
       {"1.5.2", "unknown unit"},
+      {"1.5", "a fraction of a byte; give whole bytes or a unit, such as 1.5GiB"},
+      {"0.5B", "a fraction of a byte"},
+      {"16384PiB", "more bytes than"},
       {"18446744073709551616", "more bytes than"},
       {"17179869184GiB", "more bytes than"},
       {"99999999999999999999999999999999", "more bytes than"},

@@ -105,6 +105,26 @@ output %t
 update %w <- %sgd
 )";
 
+// Four values of 2^62 bytes sum to 2^64: the planner refuses the step before
+// any of its sums wraps (it would plan an arena of 0 bytes).
+TEST(PlanMemory, RefusesStepsWhoseBytesWouldWrap) {
+  Result<Graph> graph = parse_graph(kChain);
+  ASSERT_TRUE(graph.is_ok()) << graph.message();
+  PlanSizes sizes = plain_sizes(*graph);
+  ASSERT_EQ(sizes.value_bytes.size(), 4u);
+  for (size_t& bytes : sizes.value_bytes) bytes = size_t{1} << 62;
+  for (const bool share : {true, false}) {
+    Result<MemoryPlan> plan = plan_memory(*graph, sizes, {.share = share});
+    ASSERT_FALSE(plan.is_ok()) << "arena " << plan->arena_bytes;
+    EXPECT_NE(plan.message().find("more than 4.00 EiB in all"), std::string::npos)
+        << plan.message();
+  }
+  sizes.value_bytes.assign(4, size_t{1} << 59);  // 2 EiB in all: planned
+  Result<MemoryPlan> plan = plan_memory(*graph, sizes, {.share = false});
+  ASSERT_TRUE(plan.is_ok()) << plan.message();
+  EXPECT_EQ(plan->arena_bytes, size_t{1} << 61);
+}
+
 TEST(PlanVerifierTest, AcceptsSlicesOfTheirOwn) {
   expect_ok(make_case(kChain, {{"x", 0}, {"relu", 256}, {"tanh", 512}, {"add", 768}}));
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,12 +114,15 @@ std::string_view capacity_name(Capacity c);
 
 // The largest batch (or, with `vary` = seq_len, the longest sequence) whose
 // step fits request.budget (which must be > 0) under the request's other
-// settings (sharing, recompute, swap, link), by planning only: nothing is
-// allocated. 1 is tried first (an error if even it does not fit, naming its
-// arena); then the value doubles until a plan does not fit, and bisection
-// finds the largest that does (fitting is taken to be monotone in it). A plan
-// that fails for another reason is an error. The request's value of the
-// varied dimension is ignored; the other keeps its value (a model's default
+// settings (sharing, recompute, swap, link), by planning: no step runs and
+// no arena is allocated (with --cost measured, each distinct node of each
+// probe is timed on the backend, outside the budget). 1 is tried first (an
+// error if even it does not fit, naming its arena); then the value doubles
+// until a plan does not fit, and bisection finds the largest that does
+// (fitting is taken to be monotone in it). A step that cannot be built or
+// planned at all is an error at 1; past a value that fits it ends the search
+// there, and the report keeps why. The request's value of the varied
+// dimension is ignored; the other keeps its value (a model's default
 // sequence length where --seq-len is 0).
 struct MaxBatchReport {
   Capacity vary = Capacity::batch;
@@ -127,8 +131,16 @@ struct MaxBatchReport {
   int plans = 0;          // values planned by the search
   // max_batch is the search's largest probe (2^24): larger values were not tried.
   bool at_search_limit = false;
+  // Why the next larger value failed to plan, where it failed for a reason
+  // other than the budget (such as a model past kMaxModelValues); else empty.
+  std::string larger_refused;
 };
-Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary = Capacity::batch);
+// Called after each value the search plans, with what came of it and the
+// seconds its plan took (the CLI prints it once a search runs long).
+enum class Probe { fits, over_budget, failed };
+using MaxBatchProgress = std::function<void(int64_t value, Probe probe, double seconds)>;
+Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary = Capacity::batch,
+                                      const MaxBatchProgress& progress = {});
 // As `memfit maxbatch` prints it: text, or one JSON object with at least
 // max_batch (max_seq_len when it varied the sequence), arena_bytes,
 // host_bytes and predicted_step_seconds.

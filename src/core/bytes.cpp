@@ -45,14 +45,23 @@ Result<size_t> parse_bytes(std::string_view text) {
                              {"KB", 1000},
                              {"MB", 1'000'000},
                              {"GB", 1'000'000'000},
+                             {"TB", 1'000'000'000'000},
+                             {"PB", 1'000'000'000'000'000},
                              {"KiB", size_t{1} << 10},
                              {"MiB", size_t{1} << 20},
-                             {"GiB", size_t{1} << 30}};
+                             {"GiB", size_t{1} << 30},
+                             {"TiB", size_t{1} << 40},
+                             {"PiB", size_t{1} << 50}};
   const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
                                    [&](const Unit& u) { return u.name == unit; });
   if (found == std::end(kUnits)) {
     return Status::error(quoted + " has an unknown unit '" + std::string(unit) +
-                         "'; use B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024)");
+                         "'; use B, KB, MB, GB, TB, PB (powers of 1000) or KiB, MiB, GiB, TiB, PiB "
+                         "(powers of 1024)");
+  }
+  if (found->bytes == 1 && fraction != 0) {
+    return Status::error(quoted + " is a fraction of a byte; give whole bytes or a unit, such as " +
+                         std::string(text.substr(0, i)) + "GiB");
   }
   const Wide bytes = whole * found->bytes + fraction * found->bytes / fraction_scale;
   if (bytes >= too_large) {

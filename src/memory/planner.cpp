@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "memfit/bytes.h"
 #include "memory/heap.h"
 #include "memory/liveness.h"
 
@@ -107,7 +108,26 @@ PlanSizes plain_sizes(const Graph& graph) {
   return sizes;
 }
 
+namespace {
+
+// Every byte count of a plan (arena, host pool, offsets, the no-sharing sum)
+// is at most the sum of all slices and the band: below 2^62, none wraps.
+constexpr size_t kMaxPlanBytes = size_t{1} << 62;
+
+Status check_total_bytes(const PlanSizes& sizes, const PlanOptions& options) {
+  unsigned __int128 total = options.band.bytes;
+  for (size_t bytes : sizes.value_bytes) total += align_up(bytes);
+  for (size_t bytes : sizes.workspace_bytes) total += align_up(bytes);
+  if (total < kMaxPlanBytes) return Status::ok();
+  return Status::error("the step's values and workspaces take more than " +
+                       human_bytes(kMaxPlanBytes) +
+                       " in all, more than memfit plans; make the model or the batch smaller");
+}
+
+}  // namespace
+
 Result<MemoryPlan> plan_memory(const Graph& graph, const PlanSizes& sizes, const PlanOptions& options) {
+  MEMFIT_RETURN_IF_ERROR(check_total_bytes(sizes, options));
   const Liveness liveness = analyze_liveness(graph, sizes, options);
   // The device arena and the host pool are planned separately, by the same
   // algorithms: a slice's offset is relative to its own pool.

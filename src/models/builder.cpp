@@ -54,7 +54,22 @@ ValueId ModelBuilder::labels(Shape shape) {
   return model_.labels;
 }
 
+Status check_model_size(const std::string& model, const Graph& graph) {
+  if (graph.num_values() < kMaxModelValues) return Status::ok();
+  return Status::error("model " + model + " reaches " + std::to_string(kMaxModelValues) +
+                       " values (outputs of operations, inputs and parameters); memfit plans "
+                       "models of fewer");
+}
+
+void ModelBuilder::check_size() {
+  if (!status_.is_ok()) return;
+  const Status size = check_model_size(model_.name, model_.graph);
+  if (!size.is_ok())
+    status_ = Status::error(size.message() + ": give a smaller --depth or --seq-len");
+}
+
 ValueId ModelBuilder::parameter(const std::string& name, Shape shape, Init init) {
+  check_size();
   const ValueId v = model_.graph.add_input(name, TensorType{std::move(shape), DType::f32}, Role::parameter);
   model_.params.push_back(v);
   model_.init[name] = init;
@@ -62,6 +77,7 @@ ValueId ModelBuilder::parameter(const std::string& name, Shape shape, Init init)
 }
 
 ValueId ModelBuilder::op(OpKind op, std::vector<ValueId> inputs, Attrs attrs, const std::string& name) {
+  check_size();
   if (!status_.is_ok()) return ValueId();
   for (ValueId in : inputs) {
     if (!in.valid()) return ValueId();

@@ -58,7 +58,7 @@ LstmOutput lstm_layer(ModelBuilder& b, const std::string& name, const LstmParams
       {n, steps, h4});
   ValueId h = h0, c = c0, sequence;
   std::vector<ValueId> outputs;
-  for (int64_t t = 0; t < steps; ++t) {
+  for (int64_t t = 0; t < steps && b.ok(); ++t) {
     const ValueId xw_t = b.reshape(b.slice(xw, 1, t, t + 1), {n, h4});
     // h w_hh^T + b_hh added into xw_t; with no initial state, W_hh h is zero
     // but the bias b_hh still counts.
@@ -75,6 +75,7 @@ LstmOutput lstm_layer(ModelBuilder& b, const std::string& name, const LstmParams
       outputs.push_back(step);
     }
   }
+  if (!b.ok()) return {};
   if (gather == Gather::at_end) sequence = steps == 1 ? outputs[0] : b.concat(outputs, 1);
   return {sequence, h, c};
 }
@@ -89,7 +90,7 @@ struct LstmStack {
 LstmStack lstm_stack(ModelBuilder& b, const std::string& name, ValueId x, int64_t layers,
                      int64_t hidden, const std::vector<ValueId>& h0, const std::vector<ValueId>& c0) {
   LstmStack out;
-  for (int64_t l = 0; l < layers; ++l) {
+  for (int64_t l = 0; l < layers && b.ok(); ++l) {
     if (l > 0) x = b.dropout(x, 0.2f);
     const auto k = static_cast<size_t>(l);
     const std::string layer_name = name + ".l" + std::to_string(l);
@@ -135,13 +136,14 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
   const ValueId table = b.parameter("embedding.weight", {v, w}, Init{Init::Kind::uniform, 1.0f});
   const Init init{Init::Kind::uniform, static_cast<float>(1.0 / std::sqrt(static_cast<double>(w)))};
   std::vector<LstmParams> params;
-  for (int64_t l = 0; l < o.depth; ++l) params.push_back(lstm_params(b, "lstm.l" + std::to_string(l), w, w));
+  for (int64_t l = 0; l < o.depth && b.ok(); ++l)
+    params.push_back(lstm_params(b, "lstm.l" + std::to_string(l), w, w));
   const ValueId dec_w = b.parameter("decoder.weight", {v, w}, init);
   const ValueId dec_b = b.parameter("decoder.bias", {v}, init);
   std::vector<ValueId> h(params.size()), c(params.size());  // invalid before the first step (zeros)
   ValueId sum;                  // f32 scalar: the windows' losses so far, each times its K
   std::vector<ValueId> logits;  // (N, K, V) per window; kept only for evaluation graphs
-  for (int64_t first = 0; first < steps; first += kLstmWindow) {
+  for (int64_t first = 0; first < steps && b.ok(); first += kLstmWindow) {
     const int64_t k = std::min(kLstmWindow, steps - first), end = first + k;
     const ValueId window_tokens = b.slice(tokens, 1, first, end);  // (N, K)
     ValueId x = b.dropout(
@@ -172,6 +174,7 @@ Result<Model> build_lstm_lm(const ModelOptions& o, bool training) {
     }
     if (training && end == steps) logits.push_back(y);
   }
+  if (!b.ok()) return b.finish();
   // Evaluation: the logits of every token, (N, T, V) -> (N*T, V); training:
   // the last window's (N*K, V), which only tells the class count.
   const ValueId all = training || logits.size() == 1 ? logits.back() : b.concat(logits, 1);
@@ -199,12 +202,13 @@ ValueId attention_per_step(ModelBuilder& b, ValueId dec, ValueId keys, ValueId s
   const ValueId k = b.reshape(keys, {n, 1, s, w});
   const ValueId v = b.reshape(states, {n, 1, s, w});
   std::vector<ValueId> contexts;
-  for (int64_t t = 0; t < steps; ++t) {
+  for (int64_t t = 0; t < steps && b.ok(); ++t) {
     const ValueId q = b.reshape(b.slice(dec, 1, t, t + 1), {n, 1, 1, w});
     const ValueId context =
         b.op(OpKind::attention, {q, k, v}, AttentionAttrs{1.0f, false, 0, 0.0f, 0}, "attention");
     contexts.push_back(b.reshape(context, {n, 1, w}));
   }
+  if (!b.ok()) return ValueId();
   return steps == 1 ? contexts[0] : b.concat(contexts, 1);
 }
 

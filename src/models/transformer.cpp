@@ -107,7 +107,7 @@ Result<Model> build_gpt(const ModelOptions& o, bool training) {
   const ValueId wte = b.parameter("wte.weight", {o.vocab, s.width}, embedding_init());
   const ValueId wpe = b.parameter("wpe.weight", {t, s.width}, embedding_init());
   ValueId x = embed(b, wte, wpe, tokens, s, t, 1.0f);
-  for (int64_t l = 0; l < o.depth; ++l) {
+  for (int64_t l = 0; l < o.depth && b.ok(); ++l) {
     const std::string name = "h." + std::to_string(l);
     x = b.add(x, b.dropout(self_attention(b, name + ".attn", s, b.layer_norm(name + ".ln_1", x), t,
                                           true),
@@ -132,7 +132,7 @@ Result<Model> build_transformer(const ModelOptions& o, bool training) {
   const auto scale = static_cast<float>(std::sqrt(static_cast<double>(s.width)));
   ValueId x = embed(b, table, b.parameter("encoder.positions", {t, s.width}, embedding_init()),
                     source, s, t, scale);
-  for (int64_t l = 0; l < o.depth; ++l) {
+  for (int64_t l = 0; l < o.depth && b.ok(); ++l) {
     const std::string name = "encoder." + std::to_string(l);
     x = b.layer_norm(name + ".ln_1",
                      b.add(x, b.dropout(self_attention(b, name + ".attn", s, x, t, false), kDropout)));
@@ -142,7 +142,7 @@ Result<Model> build_transformer(const ModelOptions& o, bool training) {
   const ValueId memory = x;
   ValueId y = embed(b, table, b.parameter("decoder.positions", {t, s.width}, embedding_init()),
                     target_in, s, t, scale);
-  for (int64_t l = 0; l < o.depth; ++l) {
+  for (int64_t l = 0; l < o.depth && b.ok(); ++l) {
     const std::string name = "decoder." + std::to_string(l);
     y = b.layer_norm(name + ".ln_1",
                      b.add(y, b.dropout(self_attention(b, name + ".attn", s, y, t, true), kDropout)));

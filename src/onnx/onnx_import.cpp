@@ -390,8 +390,10 @@ Status ImportContext::add_loss() {
 
 Result<Model> ImportContext::run() {
   MEMFIT_RETURN_IF_ERROR(bind_inputs());
+  MEMFIT_RETURN_IF_ERROR(check_model_size(options_.name, model_.graph));
   for (const onnx::NodeProto& node : file_.model.graph().node()) {
     MEMFIT_RETURN_IF_ERROR(map_node(node));
+    MEMFIT_RETURN_IF_ERROR(check_model_size(options_.name, model_.graph));
   }
   MEMFIT_RETURN_IF_ERROR(add_loss());
   model_.graph.mark_output(options_.training ? model_.loss : model_.logits);

@@ -1,11 +1,13 @@
 // `memfit maxbatch`: the largest batch, or the longest sequence, whose planned
 // step fits a budget.
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "core/text.h"
 #include "memfit/plan.h"
 #include "step/step_budget.h"
 #include "train/plan_report.h"
@@ -14,20 +16,33 @@ namespace memfit {
 namespace {
 
 // The probes of one search: each value of the varied dimension is compiled
-// once, under the budget, and its report kept; whether it fits is read off
-// its arena.
+// once, under the budget, and its report (or its error) kept; whether it
+// fits is read off its arena.
 class BatchProbes {
  public:
-  BatchProbes(const StepSpec& spec, Capacity vary) : spec_(spec), vary_(vary) {}
+  BatchProbes(const StepSpec& spec, Capacity vary, const MaxBatchProgress& progress)
+      : spec_(spec), vary_(vary), progress_(progress) {}
 
   // The report of `value`, or an error for a failure other than the budget.
   Result<const PlanReport*> at(int64_t value) {
+    if (auto failed = errors_.find(value); failed != errors_.end()) return failed->second;
     auto found = reports_.find(value);
     if (found == reports_.end()) {
       StepSpec at = spec_;
       (vary_ == Capacity::batch ? at.model.batch : at.model.seq_len) = value;
-      MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step(at));
-      found = reports_.emplace(value, plan_report(step)).first;
+      const auto start = std::chrono::steady_clock::now();
+      Result<CompiledStep> step = compile_step(at);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      if (!step) {
+        errors_.emplace(value, step.status());
+        if (progress_) progress_(value, Probe::failed, took.count());
+        return step.status();
+      }
+      found = reports_.emplace(value, plan_report(*step)).first;
+      if (progress_) {
+        const bool fits = found->second.arena_bytes <= spec_.budget;
+        progress_(value, fits ? Probe::fits : Probe::over_budget, took.count());
+      }
     }
     return &found->second;
   }
@@ -35,12 +50,19 @@ class BatchProbes {
     MEMFIT_ASSIGN_OR_RETURN(const PlanReport* report, at(value));
     return report->arena_bytes <= spec_.budget;
   }
-  int plans() const { return static_cast<int>(reports_.size()); }
+  // Why `value` failed to plan; empty if it planned (or was not tried).
+  std::string error_at(int64_t value) const {
+    auto failed = errors_.find(value);
+    return failed == errors_.end() ? std::string() : failed->second.message();
+  }
+  int plans() const { return static_cast<int>(reports_.size() + errors_.size()); }
 
  private:
   const StepSpec& spec_;
   Capacity vary_;
+  const MaxBatchProgress& progress_;
   std::map<int64_t, PlanReport> reports_;
+  std::map<int64_t, Status> errors_;
 };
 
 std::string seconds_text(double seconds) {
@@ -53,7 +75,8 @@ std::string seconds_text(double seconds) {
 
 std::string_view capacity_name(Capacity c) { return c == Capacity::batch ? "batch" : "seq-len"; }
 
-Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary) {
+Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary,
+                                      const MaxBatchProgress& progress) {
   if (request.step.budget == 0) return Status::error("maxbatch needs a budget: give --budget");
   MEMFIT_RETURN_IF_ERROR(check_step_spec(request.step));
   if (vary == Capacity::seq_len && !request.step.model.onnx.empty()) {
@@ -67,7 +90,7 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary)
                            std::string(data_kind_name(info.data)) + " (vary the batch instead)");
     }
   }
-  BatchProbes probes(request.step, vary);
+  BatchProbes probes(request.step, vary, progress);
   // The smallest batch whose step builds: 1, unless a batch norm then sees
   // one value per channel (ResNet-50 at 32 x 32 ends on a 1 x 1 map); the
   // powers of 2 up to kSmallestTried, else batch 1's error.
@@ -93,10 +116,12 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary)
   }
   int64_t good = smallest;
   constexpr int64_t kMaxBatch = int64_t{1} << 24;
+  // Past a value that fits, one whose step fails to build or plan (a model
+  // past its size limit, say) ends the search as one over the budget does.
   int64_t bad = 0;  // 0: none found yet
   for (int64_t b = 2 * smallest; b <= kMaxBatch; b *= 2) {
-    MEMFIT_ASSIGN_OR_RETURN(const bool fits, probes.fits(b));
-    if (!fits) {
+    const Result<bool> fits = probes.fits(b);
+    if (!fits || !*fits) {
       bad = b;
       break;
     }
@@ -104,8 +129,8 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary)
   }
   while (bad > 0 && bad - good > 1) {
     const int64_t mid = good + (bad - good) / 2;
-    MEMFIT_ASSIGN_OR_RETURN(const bool fits, probes.fits(mid));
-    (fits ? good : bad) = mid;
+    const Result<bool> fits = probes.fits(mid);
+    (fits && *fits ? good : bad) = mid;
   }
   MaxBatchReport report;
   report.vary = vary;
@@ -113,6 +138,7 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary)
   report.plan = *probes.at(good).value();
   report.plans = probes.plans();
   report.at_search_limit = bad == 0;
+  report.larger_refused = probes.error_at(bad);
   return report;
 }
 
@@ -134,6 +160,10 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
          (report.at_search_limit ? " (the search's largest probe: " + larger + " were not tried)"
                                  : "") +
          "\n";
+  if (!report.larger_refused.empty()) {
+    out += "  larger               " + std::string(capacity_name(report.vary)) + " " +
+           std::to_string(report.max_batch + 1) + " does not plan: " + report.larger_refused + "\n";
+  }
   if (!batch) out += "  batch                " + std::to_string(request.step.model.batch) + "\n";
   out += "  arena                " + human_bytes(p.arena_bytes) + " (" +
          std::to_string(p.arena_bytes) + " bytes)\n";
@@ -166,7 +196,7 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
   auto field = [&](const char* key, const std::string& value, bool last = false) {
     out += std::string("  \"") + key + "\": " + value + (last ? "\n" : ",\n");
   };
-  auto quoted = [](std::string_view text) { return "\"" + std::string(text) + "\""; };
+  auto quoted = [](std::string_view text) { return json_string(text); };
   field("model", quoted(request.step.model.name));
   field("budget_bytes", std::to_string(request.step.budget));
   field("sharing", t.share ? "true" : "false");
@@ -184,6 +214,7 @@ std::string max_batch_json(const PlanRequest& request, const MaxBatchReport& rep
     field("max_seq_len", std::to_string(report.max_batch));
   }
   field("at_search_limit", report.at_search_limit ? "true" : "false");
+  if (!report.larger_refused.empty()) field("larger_refused", quoted(report.larger_refused));
   field("arena_bytes", std::to_string(p.arena_bytes));
   field("host_bytes", std::to_string(p.host_bytes));
   field("swapped_values", std::to_string(p.swapped_values));

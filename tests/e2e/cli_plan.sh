@@ -152,6 +152,15 @@ grep -q '"at_search_limit": false' <<<"$json" || fail "maxbatch: no at_search_li
 out=$("$memfit" maxbatch --model mlp --budget 1000000GiB) || fail "maxbatch under 1000000GiB exited $?"
 grep -Eq "^  max batch +16777216 \(the search's largest probe: larger batches were not tried\)$" <<<"$out" ||
   fail "maxbatch at its largest probe does not say so: $out"
+# A batch whose step cannot be built ends the search, and the report says why.
+out=$("$memfit" maxbatch --model resnet18 --image-size 4096 --budget 16000PiB) ||
+  fail "maxbatch past 2^48 elements exited $?"
+grep -Eq "^  max batch +1048576$" <<<"$out" || fail "maxbatch past 2^48 elements: $out"
+grep -q "^  larger               batch 1048577 does not plan: .*more than 2^48 elements" <<<"$out" ||
+  fail "maxbatch does not say why larger batches fail: $out"
+json=$("$memfit" maxbatch --model resnet18 --image-size 4096 --budget 16000PiB --json) ||
+  fail "maxbatch --json past 2^48 elements exited $?"
+grep -q '"larger_refused": ".*more than 2^48 elements"' <<<"$json" || fail "no larger_refused: $json"
 out=$("$memfit" maxbatch --model lenet --budget 1KiB 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "maxbatch under 1KiB exited $rc, not 1"
 grep -q "even batch 1 does not fit" <<<"$out" || fail "maxbatch under 1KiB: $out"

@@ -131,7 +131,19 @@ int run_plan(const memfit::PlanRequest& request, const PlanOutput& output) {
 }
 
 int run_max_batch(const memfit::PlanRequest& request, memfit::Capacity vary, bool json) {
-  auto report = memfit::find_max_batch(request, vary);
+  // Each probe is shown once the search has taken 2 s: long searches show progress.
+  double searched_seconds = 0;
+  auto progress = [&](int64_t value, memfit::Probe probe, double seconds) {
+    searched_seconds += seconds;
+    if (searched_seconds < 2.0) return;
+    std::fprintf(stderr, "memfit maxbatch: %s %lld %s (planned in %.1f s)\n",
+                 std::string(memfit::capacity_name(vary)).c_str(), static_cast<long long>(value),
+                 probe == memfit::Probe::fits          ? "fits"
+                 : probe == memfit::Probe::over_budget ? "does not fit"
+                                                       : "does not plan",
+                 seconds);
+  };
+  auto report = memfit::find_max_batch(request, vary, progress);
   if (!report) {
     std::fprintf(stderr, "memfit maxbatch: %s\n", report.message().c_str());
     return 1;
