@@ -381,6 +381,9 @@ Result<TrainReport> train(const TrainOptions& given,
                : options.step.shard == Shard::gradients ? "; optimizer state and gradients sharded (ZeRO-2)"
                                                         : ""));
   }
+  if (ranks == 1 && options.check_replicas) {
+    log("--check-replicas: one rank, no replicas to compare (start the ranks with mpirun -np N)");
+  }
   log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
              program->step_graph().num_nodes(), program->backend_summary().c_str()));
   if (program->layout_summary().blocked_values > 0) {

@@ -58,6 +58,9 @@ echo "cli_train: signals ok"
 # --policy auto says which plan it chose.
 log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 32 --policy auto --budget 8MiB)
 grep -Eq "^policy auto: plan [a-z+-]+ chosen \(" <<<"$log"
+# --check-replicas without mpirun says there is nothing to compare.
+log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 32 --check-replicas)
+grep -q "^--check-replicas: one rank, no replicas to compare" <<<"$log"
 # --profile: the phases and the op kinds of the steps after the first;
 # --trace: a Chrome trace of the last step.
 log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 64 --profile --trace "$dir/step.json")
