@@ -6,14 +6,15 @@
 #include <cstdio>
 #include <optional>
 
-#include "memfit/train.h"
 #include "backends/cuda/nccl_communicator.h"
+#include "core/output_path.h"
+#include "memfit/train.h"
 #include "onnx/model_source.h"
 #include "runtime/step_profile.h"
-#include "core/output_path.h"
 #include "train/checkpoint.h"
 #include "train/data_source.h"
 #include "train/fashion_mnist.h"
+#include "train/ranks.h"
 #include "train/training_program.h"
 
 namespace memfit {
@@ -117,112 +118,6 @@ std::string non_finite_tensor(const StateStore& state) {
   return first;
 }
 
-// FNV-1a over `bytes` bytes at `data`, continuing from `h`.
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// Whether any rank says yes.
-Result<bool> any_rank(Communicator& comm, bool yes) {
-  double flag = yes ? 1 : 0;
-  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&flag, 1));
-  return flag > 0;
-}
-
-// FNV-1a over what every rank must agree on: the step (its graph, arena and
-// state), the data and schedule, the optimizer and the run's own flags.
-uint64_t settings_hash(const TrainOptions& o, const TrainingProgram& program,
-                       const DataSource& data) {
-  const OptimizerConfig& opt = o.step.optimizer;
-  std::string text = o.step.model.name + '|' + std::to_string(program.step_graph().num_nodes()) +
-                     '|' + std::to_string(program.step_executable().plan().arena_bytes);
-  for (const auto& [name, shape] : program.state_shapes()) text += '|' + name + shape_string(shape);
-  for (const double v :
-       {static_cast<double>(o.step.model.batch), static_cast<double>(o.step.accumulate),
-        static_cast<double>(data.train_count()), static_cast<double>(data.test_count()),
-        static_cast<double>(o.epochs), static_cast<double>(o.stop_after),
-        static_cast<double>(o.schedule), static_cast<double>(o.seed), static_cast<double>(opt.kind),
-        static_cast<double>(opt.lr), static_cast<double>(opt.momentum),
-        static_cast<double>(opt.weight_decay), static_cast<double>(o.check_replicas),
-        static_cast<double>(o.log_every)}) {
-    text += '|' + std::to_string(v);
-  }
-  return fnv1a(text.data(), text.size());
-}
-
-// Ranks started with other flags would send buffers of other sizes to the
-// same collective (a crash) or wait at different ones (a hang): refused first.
-Status check_same_settings(Communicator& comm, uint64_t mine) {
-  uint64_t first = mine;
-  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
-  MEMFIT_ASSIGN_OR_RETURN(const bool differ, any_rank(comm, first != mine));
-  if (!differ) return Status::ok();
-  return Status::error(
-      "the ranks were started with different settings (model, step flags, data, "
-      "optimizer or run flags): give every rank of mpirun the same command line");
-}
-
-// FNV-1a over the bytes of the parameters and the optimizer state, in
-// checkpoint order (batch-norm running statistics are each rank's own).
-Result<uint64_t> state_hash(const TrainingProgram& program) {
-  StateStore state;
-  MEMFIT_RETURN_IF_ERROR(program.store_state(state));
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& [name, shape] : program.state_shapes()) {
-    if (program.is_model_state(name)) continue;
-    const std::vector<float>& data = state[name];
-    h = fnv1a(data.data(), data.size() * sizeof(float), h);
-  }
-  return h;
-}
-
-// An error on every rank unless every rank's state hashes as rank 0's.
-Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_t step) {
-  MEMFIT_ASSIGN_OR_RETURN(const uint64_t mine, state_hash(program));
-  uint64_t first = mine;
-  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
-  double differing = mine != first ? comm.rank() : -1;
-  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&differing, 1));
-  if (differing < 0) return Status::ok();
-  return Status::error(format("the parameters or optimizer state of rank %.0f differ from rank 0's "
-                              "after optimizer step %lld (--check-replicas)",
-                              differing, static_cast<long long>(step)));
-}
-
-// Rank 0's batch-norm running statistics, in every rank's arena: each rank
-// updates its own from its own rows while it trains (as DistributedDataParallel
-// without broadcast_buffers); evaluation and checkpoints use rank 0's.
-Status share_rank0_model_state(Communicator& comm, TrainingProgram& program) {
-  const auto& shapes = program.state_shapes();
-  const bool any = std::any_of(shapes.begin(), shapes.end(),
-                               [&](const auto& entry) { return program.is_model_state(entry.first); });
-  if (!any) return Status::ok();  // no batch norm: nothing to copy in and out
-  StateStore state;
-  MEMFIT_RETURN_IF_ERROR(program.store_state(state));
-  for (const auto& [name, shape] : shapes) {
-    if (!program.is_model_state(name)) continue;
-    std::vector<float>& data = state[name];
-    MEMFIT_RETURN_IF_ERROR(comm.broadcast(data.data(), data.size() * sizeof(float), 0));
-  }
-  return program.load_state(state);
-}
-
-// Rank 0's state and position, on every rank.
-Status share_rank0_state(Communicator& comm, const TrainingProgram& program, StateStore& state,
-                         StepCounters& counters, int64_t& first_epoch) {
-  int64_t position[3] = {counters.micro_step, counters.optimizer_step, first_epoch};
-  MEMFIT_RETURN_IF_ERROR(comm.broadcast(position, sizeof position, 0));
-  counters = StepCounters{position[0], position[1]};
-  first_epoch = position[2];
-  for (const auto& [name, shape] : program.state_shapes()) {
-    std::vector<float>& data = state[name];
-    MEMFIT_RETURN_IF_ERROR(comm.broadcast(data.data(), data.size() * sizeof(float), 0));
-  }
-  return Status::ok();
-}
-
 Status check_options(const TrainOptions& o) {
   MEMFIT_RETURN_IF_ERROR(check_step_spec(o.step));
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
@@ -295,6 +190,82 @@ Result<int64_t> eval_batch_of(const TrainOptions& options) {
   return eval_batch;
 }
 
+// The progress lines that say what a run will do: its data, ranks, step,
+// techniques and memory plan.
+void log_run_setup(const TrainOptions& options, const TrainingProgram& program,
+                   const DataSource& data, const Communicator& comm, int64_t eval_batch,
+                   const std::function<void(const std::string&)>& log) {
+  const int64_t ranks = comm.size();
+  const int64_t batch = options.step.model.batch;
+  const Techniques& t = program.techniques();
+  log(format("data: %s, %lld training and %lld test examples", data.description().c_str(),
+             static_cast<long long>(data.train_count()),
+             static_cast<long long>(data.test_count())));
+  if (program.eval_batch() != eval_batch) {
+    log(
+        format("evaluation: batches of %lld test examples, not %lld: the largest whose plan fits "
+               "--budget",
+               static_cast<long long>(program.eval_batch()), static_cast<long long>(eval_batch)));
+  }
+  if (ranks > 1) {
+    const AllReduceSummary& sums = program.all_reduce_summary();
+    log(
+        format("data parallel: %lld ranks (%s), %lld examples per micro-batch (%lld per rank); "
+               "gradients summed in %zu buckets (%zu bytes, the largest %zu) of --bucket-mb %g%s",
+               static_cast<long long>(ranks), comm.kind(), static_cast<long long>(batch * ranks),
+               static_cast<long long>(batch), sums.buckets, sums.bytes, sums.largest_bucket,
+               options.step.bucket_mb,
+               options.step.shard == Shard::optimizer ? "; optimizer state sharded (ZeRO-1)"
+               : options.step.shard == Shard::gradients
+                   ? "; optimizer state and gradients sharded (ZeRO-2)"
+                   : ""));
+  }
+  if (ranks == 1 && options.check_replicas) {
+    log("--check-replicas: one rank, no replicas to compare (start the ranks with mpirun -np N)");
+  }
+  log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
+             program.step_graph().num_nodes(), program.backend_summary().c_str()));
+  if (program.layout_summary().blocked_values > 0) {
+    const LayoutSummary& layouts = program.layout_summary();
+    log(
+        format("layouts: %zu values in %s (oneDNN's channel-blocked layout), %zu in %s (its "
+               "weights layout: convolution weights, their gradients and state), %zu reorder nodes",
+               layouts.blocked_values, std::string(layout_name(program.blocked_layout())).c_str(),
+               layouts.weight_values, std::string(layout_name(layouts.weights)).c_str(),
+               layouts.reorders));
+  }
+  if (t.automatic) {
+    const AutoSummary& a = program.auto_summary();
+    log(
+        format("policy auto: plan %s chosen (%zu of %zu candidate values recomputed, %zu "
+               "swapped), arena %zu bytes, predicted step %.6f s",
+               a.choice.c_str(), a.recomputed_values, a.candidates, a.swap.swapped_values,
+               a.arena_bytes, a.predicted_step_seconds));
+  }
+  if (t.recompute != Recompute::none || t.mirror) {
+    const RecomputeSummary& r = program.recompute_summary();
+    log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
+               std::string(name_of(t.recompute)).c_str(), t.mirror ? " with mirror" : "",
+               r.checkpoints, r.candidates, r.recomputed_nodes));
+  }
+  if (t.swap != Swap::none) {
+    const SwapSummary& s = program.swap_summary();
+    log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool",
+               std::string(name_of(t.swap)).c_str(), s.swapped_values, s.candidates,
+               s.swapped_bytes));
+    if (t.swap == Swap::tflms) {
+      log(format("tflms: %zu swap-ins, %zu branch swaps, %zu chain_rule fallbacks", s.swap_ins,
+                 s.branch_swaps, s.trigger_fallbacks));
+    }
+  }
+  const MemoryPlan& plan = program.step_executable().plan();
+  log(
+      format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu), host pool %zu "
+             "bytes%s",
+             plan.arena_bytes, plan.lower_bound_bytes, plan.no_sharing_bytes, plan.host_bytes,
+             options.poison ? "; poison mode on" : ""));
+}
+
 }  // namespace
 
 Result<TrainReport> train(const TrainOptions& given,
@@ -334,7 +305,6 @@ Result<TrainReport> train(const TrainOptions& given,
   MEMFIT_ASSIGN_OR_RETURN(auto program,
                           TrainingProgram::create(options.step, eval_batch, options.poison,
                                                   ranks > 1 ? &comm : nullptr));
-  const Techniques& t = program->techniques();
   if (options.profile || !options.trace_path.empty()) {
     MEMFIT_RETURN_IF_ERROR(program->time_step_kernels());
   }
@@ -363,65 +333,7 @@ Result<TrainReport> train(const TrainOptions& given,
         static_cast<long long>(std::min<int64_t>(tests, 1000)),
         static_cast<long long>(program->eval_batch())));
   }
-  log(format("data: %s, %lld training and %lld test examples", data->description().c_str(),
-             static_cast<long long>(data->train_count()), static_cast<long long>(data->test_count())));
-  if (program->eval_batch() != eval_batch) {
-    log(format("evaluation: batches of %lld test examples, not %lld: the largest whose plan fits "
-               "--budget",
-               static_cast<long long>(program->eval_batch()), static_cast<long long>(eval_batch)));
-  }
-  if (ranks > 1) {
-    const AllReduceSummary& sums = program->all_reduce_summary();
-    log(format("data parallel: %lld ranks (%s), %lld examples per micro-batch (%lld per rank); "
-               "gradients summed in %zu buckets (%zu bytes, the largest %zu) of --bucket-mb %g%s",
-               static_cast<long long>(ranks), comm.kind(), static_cast<long long>(batch * ranks),
-               static_cast<long long>(batch), sums.buckets, sums.bytes, sums.largest_bucket,
-               options.step.bucket_mb,
-               options.step.shard == Shard::optimizer   ? "; optimizer state sharded (ZeRO-1)"
-               : options.step.shard == Shard::gradients ? "; optimizer state and gradients sharded (ZeRO-2)"
-                                                        : ""));
-  }
-  if (ranks == 1 && options.check_replicas) {
-    log("--check-replicas: one rank, no replicas to compare (start the ranks with mpirun -np N)");
-  }
-  log(format("model %s: %zu nodes per step; kernels: %s", options.step.model.name.c_str(),
-             program->step_graph().num_nodes(), program->backend_summary().c_str()));
-  if (program->layout_summary().blocked_values > 0) {
-    const LayoutSummary& layouts = program->layout_summary();
-    log(format("layouts: %zu values in %s (oneDNN's channel-blocked layout), %zu in %s (its "
-               "weights layout: convolution weights, their gradients and state), %zu reorder nodes",
-               layouts.blocked_values, std::string(layout_name(program->blocked_layout())).c_str(),
-               layouts.weight_values, std::string(layout_name(layouts.weights)).c_str(),
-               layouts.reorders));
-  }
-  if (t.automatic) {
-    const AutoSummary& a = program->auto_summary();
-    log(format("policy auto: plan %s chosen (%zu of %zu candidate values recomputed, %zu "
-               "swapped), arena %zu bytes, predicted step %.6f s",
-               a.choice.c_str(), a.recomputed_values, a.candidates, a.swap.swapped_values,
-               a.arena_bytes, a.predicted_step_seconds));
-  }
-  if (t.recompute != Recompute::none || t.mirror) {
-    const RecomputeSummary& r = program->recompute_summary();
-    log(format("recompute %s%s: %zu of %zu candidate values checkpointed, %zu nodes recomputed",
-               std::string(name_of(t.recompute)).c_str(), t.mirror ? " with mirror" : "",
-               r.checkpoints, r.candidates, r.recomputed_nodes));
-  }
-  if (t.swap != Swap::none) {
-    const SwapSummary& s = program->swap_summary();
-    log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool",
-               std::string(name_of(t.swap)).c_str(), s.swapped_values, s.candidates,
-               s.swapped_bytes));
-    if (t.swap == Swap::tflms) {
-      log(format("tflms: %zu swap-ins, %zu branch swaps, %zu chain_rule fallbacks", s.swap_ins,
-                 s.branch_swaps, s.trigger_fallbacks));
-    }
-  }
-  const MemoryPlan& plan = program->step_executable().plan();
-  log(format("memory plan: arena %zu bytes (lower bound %zu, without sharing %zu), host pool %zu "
-             "bytes%s",
-             plan.arena_bytes, plan.lower_bound_bytes, plan.no_sharing_bytes, plan.host_bytes,
-             options.poison ? "; poison mode on" : ""));
+  log_run_setup(options, *program, *data, comm, eval_batch, log);
   StateStore state;
   program->init_state(state, options.seed);
   StepCounters counters;
