@@ -9,6 +9,8 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 constexpr double kSlowestGbps = 1e-3;
+// The most ranks a step is planned for (mpirun or --ranks).
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
 
 bool given(std::optional<Recompute> r) { return r.has_value(); }
 bool given(std::optional<Swap> s) { return s.has_value(); }
@@ -121,7 +123,11 @@ Status check_step_spec(const StepSpec& spec) {
       (spec.link_gbps > 0 && spec.link_gbps < kSlowestGbps)) {
     return Status::error("--link-gbps must be 0 (unlimited) or at least 0.001 (1 MB/s)");
   }
-  if (spec.ranks < 1) return Status::error("--ranks must be at least 1");
+  // A bucket's padding to a multiple of the ranks must stay far from int64's end.
+  if (spec.ranks < 1 || spec.ranks > kMaxRanks) {
+    return Status::error("--ranks must be between 1 and " + std::to_string(kMaxRanks) + ", not " +
+                         std::to_string(spec.ranks));
+  }
   if (!(spec.bucket_mb >= 0) || spec.bucket_mb > 1e6) {
     return Status::error("--bucket-mb must be between 0 (a bucket per gradient) and 1e6");
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 
 #include "backends/cuda/nccl_communicator.h"
@@ -123,6 +124,10 @@ Status check_options(const TrainOptions& o) {
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
   if (o.stop_after < 0) return Status::error("--stop-after must not be negative");
+  if (o.stop_after > o.epochs) {
+    return Status::error("--stop-after " + std::to_string(o.stop_after) +
+                         " is past the run's end (--epochs " + std::to_string(o.epochs) + ")");
+  }
   // Examples per optimizer step, which a data set (at most 2^32 - 1 examples) must hold.
   int64_t per_step = 0;
   if (__builtin_mul_overflow(o.step.model.batch, o.step.accumulate, &per_step) ||
@@ -391,6 +396,12 @@ Result<TrainReport> train(const TrainOptions& given,
                           BatchSampler::create(data->train_count(), batch * ranks, options.seed));
   // Micro-batches left over after the last full optimizer step of an epoch are skipped.
   const int64_t micro_batches = sampler.batches_per_epoch() / options.step.accumulate * options.step.accumulate;
+  if (micro_batches > 0 && options.epochs > std::numeric_limits<int64_t>::max() / micro_batches) {
+    return Status::error(
+        format("--epochs %lld of %lld micro-batches each is more micro-batches "
+               "than a run counts (2^63 - 1); give fewer epochs",
+               static_cast<long long>(options.epochs), static_cast<long long>(micro_batches)));
+  }
   const int64_t total_steps = options.epochs * micro_batches / options.step.accumulate;
   // A checkpoint written by a stop request inside an epoch continues at its next micro-batch.
   const int64_t resume_batch = counters.micro_step - first_epoch * micro_batches;

@@ -58,6 +58,15 @@ echo "cli_train: signals ok"
 # --policy auto says which plan it chose.
 log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 32 --policy auto --budget 8MiB)
 grep -Eq "^policy auto: plan [a-z+-]+ chosen \(" <<<"$log"
+# Epochs whose micro-batches int64 cannot count, and a stop past the end, are refused.
+if out=$("$memfit" train --model lenet --synthetic --batch 8 --limit 16 --epochs 9223372036854775807 2>&1); then
+  echo "--epochs 2^63-1 trained: $out"; exit 1
+fi
+grep -q "more micro-batches than a run counts" <<<"$out"
+if out=$("$memfit" train --model lenet --synthetic --batch 8 --limit 16 --epochs 2 --stop-after 3 2>&1); then
+  echo "--stop-after past --epochs trained: $out"; exit 1
+fi
+grep -q -- "--stop-after 3 is past the run's end (--epochs 2)" <<<"$out"
 # --check-replicas without mpirun says there is nothing to compare.
 log=$("$memfit" train --model lenet --synthetic --epochs 1 --batch 16 --limit 32 --check-replicas)
 grep -q "^--check-replicas: one rank, no replicas to compare" <<<"$log"

@@ -57,6 +57,30 @@ for args in "plan --model mlp --batch 4 --shard optimizer" "train --shard gradie
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2"
   grep -Eq -- "--shard (divides|does not combine)" <<<"$out" || fail "'memfit $args': $out"
 done
+# Usage errors found by probing: each is refused before anything runs, with its reason.
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+while IFS='|' read -r args expected; do
+  out=$("$memfit" $args 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2: $out"
+  grep -qF -- "$expected" <<<"$out" || fail "'memfit $args' does not say '$expected': $out"
+done <<CASES
+train --lr 1e-300|outside a 32-bit float's range
+train --weight-decay 1e-45|outside a 32-bit float's range
+train --lr 1e39|outside a 32-bit float's range
+plan --model mlp --batch 4 --ranks 1048577|--ranks must be between 1 and 1048576
+plan --model mlp --batch 4 --ranks 2 --profile|drop --ranks
+train --save $dir/a --trace $dir/../$(basename "$dir")/a|--save and --trace both write
+plan --model mlp --batch 4 --timeline $dir/t --trace $dir/t|--timeline and --trace both write
+CASES
+# An empty path (an unset shell variable) is refused, not taken as the flag left out.
+for flag in --onnx --data --save --resume --trace --save-onnx; do
+  out=$("$memfit" train "$flag" "" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'train $flag \"\"' exited $rc, not 2: $out"
+  grep -qF -- "$flag: is an empty path" <<<"$out" || fail "'train $flag \"\"': $out"
+done
+out=$("$memfit" plan --model mlp --batch 4 --timeline "" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "'plan --timeline \"\"' exited $rc, not 2"
 out=$("$memfit" train --data /nonexistent/dir 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "missing data exited $rc, not 1"
 grep -q "dataset-fashion-mnist" <<<"$out" || fail "missing data: no install hint: $out"

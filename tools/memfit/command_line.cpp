@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -83,10 +84,12 @@ CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, Enum& target,
 }
 
 // The check of a number flag: a finite number (never nan or infinity), more
-// than 0 (`positive`) or at least 0. Its messages say the range in words.
-CLI::Validator number_validator(bool positive) {
+// than 0 (`positive`) or at least 0; with `float32`, one that a 32-bit float
+// holds (a smaller non-zero value would become 0). Its messages say the range
+// in words.
+CLI::Validator number_validator(bool positive, bool float32 = false) {
   return CLI::Validator(
-      [positive](std::string& text) {
+      [positive, float32](std::string& text) {
         char* end = nullptr;
         const double value = std::strtod(text.c_str(), &end);
         if (text.empty() || end != text.c_str() + text.size()) {
@@ -104,12 +107,26 @@ CLI::Validator number_validator(bool positive) {
         }
         if (positive && !(value > 0)) return "must be more than 0, not " + text;
         if (!positive && value < 0) return "must be 0 or more, not " + text;
+        if (float32 && value != 0 &&
+            (value < std::numeric_limits<float>::min() ||
+             value > std::numeric_limits<float>::max())) {
+          return "'" + text + "' is outside a 32-bit float's range (1.2e-38 to 3.4e+38)";
+        }
         return std::string();
       },
       positive ? "POSITIVE" : "NONNEGATIVE");
 }
 const CLI::Validator kPositive = number_validator(true);
 const CLI::Validator kNonNegative = number_validator(false);
+const CLI::Validator kPositiveFloat32 = number_validator(true, true);
+const CLI::Validator kNonNegativeFloat32 = number_validator(false, true);
+// A file or directory flag: an empty path (an unset shell variable) would
+// read as the flag not given.
+const CLI::Validator kPath(
+    [](std::string& text) {
+      return text.empty() ? std::string("is an empty path") : std::string();
+    },
+    "PATH");
 
 CLI::Validator bytes_validator() {
   return CLI::Validator(
@@ -128,6 +145,7 @@ void add_model_flags(CLI::App* cmd, memfit::ModelOptions& model) {
   cmd->add_option("--onnx", model.onnx,
                   "take the model from this ONNX file (opset 13 to 17) instead of --model; "
                   "its first dimension is the batch")
+      ->check(kPath)
       ->excludes("--model");
   add_choice(cmd, "--loss", model.loss, {{"cross-entropy", "cross-entropy"}, {"mse", "mse"}},
              "--onnx: the loss over the model's first output: cross-entropy (classes last, "
@@ -257,9 +275,9 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   std::snprintf(lr_help, sizeof lr_help, "learning rate (default: %g for sgd, %g for adamw)",
                 memfit::default_learning_rate(Kind::sgd),
                 memfit::default_learning_rate(Kind::adamw));
-  cmd->add_option("--lr", spec.optimizer.lr, lr_help)->check(kPositive);
+  cmd->add_option("--lr", spec.optimizer.lr, lr_help)->check(kPositiveFloat32);
   cmd->add_option("--weight-decay", spec.optimizer.weight_decay, "weight decay")
-      ->check(kNonNegative)
+      ->check(kNonNegativeFloat32)
       ->capture_default_str();
   cmd->add_option("--backend", spec.backend,
                   "cpu (oneDNN), reference (plain loops) or cuda (an NVIDIA GPU: cuDNN, cuBLAS "
@@ -311,7 +329,8 @@ void add_profile_flags(CLI::App* cmd, memfit::TrainOptions& train) {
                 "copies) and by op kind, the mean of the steps after the first");
   cmd->add_option("--trace", train.trace_path,
                   "write one step as a Chrome trace (JSON; Perfetto or chrome://tracing open it), "
-                  "with compute and copy-engine lanes");
+                  "with compute and copy-engine lanes")
+      ->check(kPath);
 }
 
 void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
@@ -319,7 +338,7 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
       ->check(kPositive)
       ->capture_default_str();
   cmd->add_option("--stop-after", train.stop_after,
-                  "stop after this epoch, as if interrupted (to --resume later)")
+                  "stop after this epoch, as if interrupted (to --resume later; 0: run to the end)")
       ->check(kNonNegative);
   add_named(cmd, "--schedule", train.schedule,
             "learning rate: constant, or cosine decay to 0 over the run");
@@ -330,11 +349,14 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
                 "train on a synthetic data set made for the model's input (any model)");
   cmd->add_option("--data", train.data_dir,
                   "directory of the Fashion-MNIST .gz files (default: "
-                  "/usr/share/datasets/fashion-mnist)");
-  cmd->add_option("--save", train.save_path, "write a checkpoint here after every epoch");
-  cmd->add_option("--resume", train.resume_path, "continue from this checkpoint");
+                  "/usr/share/datasets/fashion-mnist)")
+      ->check(kPath);
+  cmd->add_option("--save", train.save_path, "write a checkpoint here after every epoch")
+      ->check(kPath);
+  cmd->add_option("--resume", train.resume_path, "continue from this checkpoint")->check(kPath);
   cmd->add_option("--save-onnx", train.save_onnx_path,
-                  "--onnx: write the model with its trained weights to this ONNX file at the end");
+                  "--onnx: write the model with its trained weights to this ONNX file at the end")
+      ->check(kPath);
   cmd->add_flag("--poison", train.poison,
                 "fill memory with NaN as soon as its value dies (checks the plan)");
   cmd->add_option("--limit", train.limit,
@@ -352,6 +374,30 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
 
 // The settings of every subcommand checked together; empty: fine, else the
 // message of a usage error.
+// The same file, though named two ways ("a" and "./a"); false if either is empty.
+bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code error;
+  const std::filesystem::path first = std::filesystem::weakly_canonical(a, error);
+  if (error) return a == b;
+  const std::filesystem::path second = std::filesystem::weakly_canonical(b, error);
+  return error ? a == b : first == second;
+}
+
+// Two output flags that name one file: the later write would destroy the earlier.
+std::string check_distinct_outputs(
+    const std::vector<std::pair<const char*, std::string>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      if (same_file(outputs[i].second, outputs[j].second)) {
+        return std::string(outputs[i].first) + " and " + outputs[j].first + " both write " +
+               outputs[j].second + ": give each its own file";
+      }
+    }
+  }
+  return "";
+}
+
 std::string check_combinations(CLI::App& app, Command& command) {
   CLI::App* train_cmd = app.get_subcommand("train");
   CLI::App* plan_cmd = app.get_subcommand("plan");
@@ -388,6 +434,19 @@ std::string check_combinations(CLI::App& app, Command& command) {
                               : "--shard divides state among ranks: add --ranks N (N > 1)";
     }
   }
+  if (train_cmd->parsed()) {
+    const memfit::TrainOptions& t = command.train;
+    return check_distinct_outputs(
+        {{"--save", t.save_path}, {"--trace", t.trace_path}, {"--save-onnx", t.save_onnx_path}});
+  }
+  if (plan_cmd->parsed()) {
+    const PlanOutput& out = command.plan_output;
+    if (command.plan.step.ranks > 1 && (out.profile.profile || !out.profile.trace_path.empty())) {
+      return "--profile and --trace run the step in this one process, as one rank: drop --ranks";
+    }
+    return check_distinct_outputs(
+        {{"--timeline", out.timeline_path}, {"--trace", out.profile.trace_path}});
+  }
   return "";
 }
 
@@ -412,8 +471,10 @@ CommandLine::CommandLine()
   add_step_flags(plan_cmd, c.plan.step);
   plan_cmd->get_option("--batch")->required();
   plan_cmd->add_flag("--json", c.plan_output.json, "print the report as one JSON object");
-  plan_cmd->add_option("--timeline", c.plan_output.timeline_path,
-                       "write the live bytes over the step as an SVG image to this file");
+  plan_cmd
+      ->add_option("--timeline", c.plan_output.timeline_path,
+                   "write the live bytes over the step as an SVG image to this file")
+      ->check(kPath);
   add_ranks_flag(plan_cmd, c.plan.step);
   add_profile_flags(plan_cmd, c.plan_output.profile);
   plan_cmd->get_option("--profile")->excludes("--json");
