@@ -141,7 +141,7 @@ TEST(AutoPolicy, MixesRecomputationAndSwappingUnderASlowLink) {
 TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
   const size_t arena = share_arena(kResnet20);
   for (const double fraction : {0.7, 0.4}) {
-    for (const double link : {0.0, 0.2}) {
+    for (const double link : {0.0, 0.2, 0.001}) {
       const size_t budget = static_cast<size_t>(static_cast<double>(arena) * fraction);
       const std::string what =
           "budget " + std::to_string(fraction) + " of sharing alone, link " + std::to_string(link);
@@ -156,6 +156,8 @@ TEST(AutoPolicy, NeverSlowerThanAFamilyThatFits) {
       };
       for (const Family f : {Family{Recompute::budget, false, Swap::none},
                              Family{Recompute::budget, true, Swap::none},
+                             Family{Recompute::optimal, false, Swap::none},
+                             Family{Recompute::optimal, true, Swap::none},
                              Family{Recompute::none, false, Swap::budget},
                              Family{Recompute::none, true, Swap::budget}}) {
         r.step.recompute = f.recompute;

@@ -207,16 +207,19 @@ Result<AutoGraph> auto_step_graph(Graph step, const PolicyContext& context) {
 
   // Stage 4.
   const ArenaOf arena_of = context.arena_of();
-  for (const bool mirror : {false, true}) {
-    MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
-                            apply_recompute_costed(step, Recompute::budget, context.budget, arena_of,
-                                                   RecomputeCost{context.seconds, 0}, mirror));
-    AutoSummary summary;
-    summary.choice = mirror ? "recompute+mirror" : "recompute";
-    summary.recompute = recomputed.summary;
-    MEMFIT_ASSIGN_OR_RETURN(Trial trial,
-                            search.finish(std::move(recomputed.graph), std::move(summary)));
-    if (better(search, trial, *best)) best = std::move(trial);
+  for (const Recompute strategy : {Recompute::budget, Recompute::optimal}) {
+    for (const bool mirror : {false, true}) {
+      MEMFIT_ASSIGN_OR_RETURN(RecomputedGraph recomputed,
+                              apply_recompute_costed(step, strategy, context.budget, arena_of,
+                                                     RecomputeCost{context.seconds, 0}, mirror));
+      AutoSummary summary;
+      summary.choice = std::string(strategy == Recompute::budget ? "recompute" : "optimal") +
+                       (mirror ? "+mirror" : "");
+      summary.recompute = recomputed.summary;
+      MEMFIT_ASSIGN_OR_RETURN(Trial trial,
+                              search.finish(std::move(recomputed.graph), std::move(summary)));
+      if (better(search, trial, *best)) best = std::move(trial);
+    }
   }
   for (const bool mirror : {false, true}) {
     RecomputedGraph mirrored{step, {}};

@@ -33,9 +33,10 @@
 //    arena fits is found by bisection over the prefix length (the arena
 //    falls as the prefix grows, though not strictly), for each ranking.
 // 4. Whole-family plans beside it: recompute alone (the budget strategy:
-//    Chen's greedy segments, the least recomputation that fits), with and
-//    without mirror, and swap alone (the budget policy), after mirror or
-//    not. Of the plans that fit, the least predicted
+//    Chen's greedy segments, the least recomputation that fits; and the
+//    optimal strategy: the least predicted recompute time that fits), each
+//    with and without mirror, and swap alone (the budget policy), after
+//    mirror or not. Of the plans that fit, the least predicted
 //    step time wins (the two-stream simulation of src/passes/step_time.h,
 //    ties: the smaller arena); when none fits, the smallest arena, which the
 //    caller's budget check refuses, naming it.
@@ -44,7 +45,7 @@
 // computes what the step computes, bit for bit; it fits whenever one of the
 // plans of stage 4 fits, and its predicted time is then no more than theirs.
 // Cost: 4 (log2(candidates) + 1) per-tensor trials at most (each one
-// rewrite and two plans), plus two budget strategies' and two budget policies' searches.
+// rewrite and two plans), plus four recompute strategies' and two budget policies' searches.
 #pragma once
 
 #include <cstddef>
@@ -58,7 +59,7 @@ namespace memfit {
 
 struct AutoSummary {
   std::string choice;  // the plan that won: keep, per-tensor, recompute, recompute+mirror,
-                       // swap or mirror+swap
+                       // optimal, optimal+mirror, swap or mirror+swap
   size_t candidates = 0;         // activations the backward pass reads again
   size_t recomputed_values = 0;  // of them, recomputed (per-tensor plan)
   RecomputeSummary recompute;    // what the recompute pass did
