@@ -178,8 +178,11 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   }
   out += "  recomputed nodes     " + std::to_string(p.recomputed_nodes) + "\n";
   if (t.automatic) {
-    out += "  auto's plan          " + p.auto_choice + " (" + std::to_string(p.recomputed_values) +
-           " values recomputed, " + std::to_string(p.swapped_values) + " swapped)\n";
+    const std::string recomputed = p.auto_choice == "per-tensor"
+                                       ? std::to_string(p.recomputed_values) + " values"
+                                       : std::to_string(p.recomputed_nodes) + " nodes";
+    out += "  auto's plan          " + p.auto_choice + " (" + recomputed + " recomputed, " +
+           std::to_string(p.swapped_values) + " swapped)\n";
   }
   out += "  step time            " + seconds_text(p.predicted_step_seconds) +
          " s (predicted by the " + std::string(name_of(t.cost)) + " cost model, not measured)\n";

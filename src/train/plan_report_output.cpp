@@ -313,9 +313,11 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
   }
   out += format("  %-20s %12zu\n", "nodes", report.num_nodes);
   out += format("  %-20s %12s\n", "heap algorithm", report.algorithm.c_str());
-  out += format(
-      "  %-20s %12s\n", "recompute",
-      (std::string(name_of(t.recompute)) + (t.mirror ? "+mirror" : "")).c_str());
+  // Under auto, the recompute and swap rows are auto's, named by its plan below.
+  out += format("  %-20s %12s\n", "recompute",
+                t.automatic
+                    ? "by auto"
+                    : (std::string(name_of(t.recompute)) + (t.mirror ? "+mirror" : "")).c_str());
   if (t.recompute != Recompute::none || t.mirror) {
     out += format("  %-20s %12zu of %zu candidates\n", "checkpoints", report.checkpoints,
                   report.checkpoint_candidates);
@@ -325,11 +327,16 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
     }
     out += format("  %-20s %12zu\n", "recomputed nodes", report.recomputed_nodes);
   }
-  out += format("  %-20s %12s\n", "swap", std::string(name_of(t.swap)).c_str());
+  out += format("  %-20s %12s\n", "swap",
+                t.automatic ? "by auto" : std::string(name_of(t.swap)).c_str());
   if (t.automatic) {
     out += format("  %-20s %12s  (plan chosen: %s)\n", "policy", "auto", report.auto_choice.c_str());
-    out += format("  %-20s %12zu values, %zu nodes\n", "recomputed", report.recomputed_values,
-                  report.recomputed_nodes);
+    if (report.auto_choice == "per-tensor") {
+      out += format("  %-20s %12zu values, %zu nodes\n", "recomputed", report.recomputed_values,
+                    report.recomputed_nodes);
+    } else {
+      out += format("  %-20s %12zu nodes\n", "recomputed", report.recomputed_nodes);
+    }
   }
   if (t.swap != Swap::none || t.automatic) {
     out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,

@@ -33,6 +33,8 @@ grep -q '"recompute": "sqrt",' <<<"$json" || fail "--policy recompute --recomput
 # The table names auto's plan.
 out=$("$memfit" plan "${model[@]}" --policy auto --budget $budget) || fail "auto table exited $?"
 grep -Eq "^  policy +auto +\(plan chosen: " <<<"$out" || fail "no policy line: $out"
+grep -Eq "^  recompute +by auto$" <<<"$out" || fail "the recompute row is not auto's: $out"
+grep -Eq "^  swap +by auto$" <<<"$out" || fail "the swap row is not auto's: $out"
 
 # Too small for anything: exit 1, naming the smallest arena.
 out=$("$memfit" plan "${model[@]}" --policy auto --budget 64KiB 2>&1); rc=$?
