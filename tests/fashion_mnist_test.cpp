@@ -197,9 +197,15 @@ TEST(FashionMnist, TrainingRefusesATestSetEvaluationWouldNotCover) {
   ASSERT_FALSE(three.is_ok());
   EXPECT_EQ(three.message(),
             "the test set (Fashion-MNIST) holds 3 examples, but evaluation reads whole batches of "
-            "1000 and would leave 3 out; give --limit 3 (or a multiple of 1000)");
+            "1000 and would leave 3 out; give --limit 3");
   auto limited = train_with_test_set(3, 3);
   EXPECT_TRUE(limited.is_ok()) << limited.message();
+  // A limit of whole batches beyond the test set is refused as well, with the same advice.
+  auto beyond = train_with_test_set(3, 200);
+  ASSERT_FALSE(beyond.is_ok());
+  EXPECT_NE(beyond.message().find("batches of 200 and would leave 3 out; give --limit 3"),
+            std::string::npos)
+      << beyond.message();
 }
 
 TEST(FashionMnist, RejectsMalformedFiles) {

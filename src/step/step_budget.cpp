@@ -15,22 +15,26 @@ struct Candidate {
 // `flags` as the user can give them beside the rest of their command line:
 // with what they must drop where the user's own technique flags conflict.
 std::string as_given(const Candidate& c, const StepSpec& user) {
-  const bool automatic = c.spec.policy == Policy::automatic;
-  if (user.policy && !automatic) {
+  if (c.spec.policy == Policy::automatic) {
+    if (!user.policy && (user.recompute || user.swap || user.mirror)) {
+      return c.flags + " (without --recompute, --swap and --mirror)";
+    }
+    return c.flags;
+  }
+  std::string drop;
+  if (user.policy) {
     StepSpec inside = c.spec;
     inside.policy = user.policy;
-    if (resolve_techniques(inside)) return c.flags;
-    return c.flags + " (without --policy " + std::string(name_of(*user.policy)) + ")";
+    if (!resolve_techniques(inside)) drop = "--policy " + std::string(name_of(*user.policy));
   }
-  if (automatic && !user.policy && (user.recompute || user.swap || user.mirror)) {
-    return c.flags + " (without --recompute, --swap and --mirror)";
-  }
-  return c.flags;
+  // A --mirror of the user's own would stay beside flags that leave it out.
+  if (user.mirror && !c.spec.mirror) drop += std::string(drop.empty() ? "" : " and ") + "--mirror";
+  return drop.empty() ? c.flags : c.flags + " (without " + drop + ")";
 }
 
 }  // namespace
 
-Status check_step_budget(const CompiledStep& step) {
+Status check_step_budget(const CompiledStep& step, bool batch_hint) {
   const StepSpec& spec = step.spec;
   const Techniques& t = step.techniques;
   const size_t arena = step.apply->plan().arena_bytes;
@@ -89,7 +93,8 @@ Status check_step_budget(const CompiledStep& step) {
     return Status::error(message + flags + " fits in " + bytes(best.arena));
   return Status::error(message + "no strategy fits: the smallest arena any reaches is " +
                        bytes(best.arena) + ", with " + flags + "; give a --budget of at least " +
-                       std::to_string(best.arena) + " bytes, or a smaller --batch");
+                       std::to_string(best.arena) + " bytes" +
+                       (batch_hint ? ", or a smaller --batch" : ""));
 }
 
 }  // namespace memfit

@@ -12,7 +12,9 @@ namespace memfit {
 // the flags that reach it, as a command line takes them beside the user's
 // other flags. Tried: every recompute strategy but milp (which may take its
 // whole time limit), with and without mirror, without swapping, with the
-// budget swap policy and with the step's own; and --policy auto.
-Status check_step_budget(const CompiledStep& step);
+// budget swap policy and with the step's own; and --policy auto. Where no
+// combination fits, the error also suggests a smaller --batch when
+// `batch_hint` (maxbatch, whose batch is its search's, gives false).
+Status check_step_budget(const CompiledStep& step, bool batch_hint = true);
 
 }  // namespace memfit

@@ -28,6 +28,10 @@ std::string first_tflms_knob(const TflmsOptions& given) {
   return "";
 }
 
+// Auto takes no technique flags: the advice to use it says to drop them.
+constexpr const char* kAutoInstead =
+    "--policy auto without --recompute, --swap and --mirror (it chooses per activation)";
+
 }  // namespace
 
 Result<Techniques> resolve_techniques(const StepSpec& spec) {
@@ -53,23 +57,26 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
       case Policy::share:
         if (recomputes || swaps) {
           return Status::error("--policy " + name + " allows neither recomputation nor swapping; " +
-                               "use --policy " + (swaps ? "swap" : "recompute") + " or auto");
+                               "use --policy " + (swaps ? "swap" : "recompute") + ", or " +
+                               kAutoInstead);
         }
         t.share = policy == Policy::share;
         break;
       case Policy::recompute:
         if (swaps) {
           return Status::error(
-              "--policy recompute does not swap; give --recompute and --swap "
-              "without --policy to combine them, or use --policy auto");
+              std::string("--policy recompute does not swap; give --recompute and --swap "
+                          "without --policy to combine them, or ") +
+              kAutoInstead);
         }
         t.recompute = spec.recompute.value_or(Recompute::budget);
         break;
       case Policy::swap:
         if (recomputes) {
           return Status::error(
-              "--policy swap does not recompute; give --recompute and --swap "
-              "without --policy to combine them, or use --policy auto");
+              std::string("--policy swap does not recompute; give --recompute (or --mirror) and "
+                          "--swap without --policy to combine them, or ") +
+              kAutoInstead);
         }
         t.swap = spec.swap.value_or(Swap::budget);
         break;

@@ -107,7 +107,7 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary,
     StepSpec at = request.step;
     (vary == Capacity::batch ? at.model.batch : at.model.seq_len) = smallest;
     MEMFIT_ASSIGN_OR_RETURN(const CompiledStep step, compile_step(at));
-    const Status over = check_step_budget(step);
+    const Status over = check_step_budget(step, false);
     return Status::error(
         "even " + std::string(capacity_name(vary)) + " " + std::to_string(smallest) +
         (smallest > 1 ? " (the smallest whose step builds)" : "") + " does not fit the budget of " +

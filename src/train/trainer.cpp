@@ -328,15 +328,17 @@ Result<TrainReport> train(const TrainOptions& given,
     return Status::error("the test set (" + data->description() +
                          ") holds no examples: memfit evaluates on it after every epoch");
   }
-  if (tests % program->eval_batch() != 0) {
+  if (const int64_t batch_of_tests = program->eval_batch(); tests % batch_of_tests != 0) {
+    // The limit that evaluation covers: the whole test set as one batch when
+    // it is smaller than a batch, else its whole batches.
+    const int64_t covered =
+        tests < batch_of_tests ? tests : tests / batch_of_tests * batch_of_tests;
     return Status::error(format(
         "the test set (%s) holds %lld examples, but evaluation reads whole batches of %lld and "
-        "would leave %lld out; give --limit %lld (or a multiple of %lld)",
+        "would leave %lld out; give --limit %lld",
         data->description().c_str(), static_cast<long long>(tests),
-        static_cast<long long>(program->eval_batch()),
-        static_cast<long long>(tests % program->eval_batch()),
-        static_cast<long long>(std::min<int64_t>(tests, 1000)),
-        static_cast<long long>(program->eval_batch())));
+        static_cast<long long>(batch_of_tests), static_cast<long long>(tests % batch_of_tests),
+        static_cast<long long>(covered)));
   }
   log_run_setup(options, *program, *data, comm, eval_batch, log);
   StateStore state;

@@ -40,6 +40,10 @@ grep -Eq -- "--recompute [a-z]+( --mirror)? fits in [0-9.]+ [KMG]iB \([0-9]+ byt
 out=$("$memfit" plan --model lenet --batch 64 --budget 1KiB 2>&1); rc=$?
 [ "$rc" -eq 1 ] || fail "--budget 1KiB exited $rc, not 1"
 grep -q "smallest arena" <<<"$out" || fail "--budget 1KiB: no smallest arena: $out"
+# A --mirror of the user's own that the smallest plan leaves out is named to drop.
+out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 32 --mirror --budget 1MiB 2>&1)
+grep -q -- "--swap budget (without --mirror); give a --budget" <<<"$out" ||
+  fail "--mirror to drop is not named: $out"
 
 for args in "--budget 12XB" "--budget -5MiB" "--budget 0" "--budget ''" "--optimizer rmsprop" \
             "--accumulate 0" "--backend tpu" "--recompute log" "--recompute"; do
