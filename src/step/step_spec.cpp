@@ -90,6 +90,10 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
         break;
     }
   }
+  if (spec.tflms.branch_threshold != TflmsOptions{}.branch_threshold && !spec.tflms.branches) {
+    return Status::error(
+        "--swap-branch-threshold is a knob of --swap-branches: add it or drop the threshold");
+  }
   if (t.swap != Swap::tflms) {
     std::string knob = first_tflms_knob(spec.tflms);
     if (!knob.empty()) {

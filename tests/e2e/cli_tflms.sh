@@ -30,6 +30,7 @@ refused "--swap-n-tensors must be -1 (all)" --swap tflms --swap-n-tensors -2
 refused "--swap-branch-threshold must be at least 0" --swap tflms --swap-branches \
   --swap-branch-threshold -1
 refused "--swap-lb is a knob of --swap tflms" --swap-lb 3
+refused "--swap-branch-threshold is a knob of --swap-branches" --swap tflms --swap-branch-threshold 5
 refused "--swap-fuse is a knob of --swap tflms" --swap budget --swap-fuse
 refused "--swap-trigger is a knob of --swap tflms" --swap refcount --swap-trigger direct_order
 

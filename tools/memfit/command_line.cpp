@@ -420,6 +420,10 @@ std::string check_combinations(CLI::App& app, Command& command) {
                  " sizes a zoo model; an ONNX model's sizes are those of its file";
         }
       }
+      if (cmd == max_cmd && command.vary == memfit::Capacity::seq_len) {
+        return "--vary seq-len needs a zoo sequence model; an ONNX model's sequence length is "
+               "fixed in its file (vary the batch instead)";
+      }
       spec->model.name = std::filesystem::path(spec->model.onnx).stem().string();
     } else if (!spec->model.loss.empty()) {
       return "--loss applies to --onnx models; a zoo model has its own loss";
