@@ -119,9 +119,9 @@ Status check_total_bytes(const PlanSizes& sizes, const PlanOptions& options) {
   for (size_t bytes : sizes.value_bytes) total += align_up(bytes);
   for (size_t bytes : sizes.workspace_bytes) total += align_up(bytes);
   if (total < kMaxPlanBytes) return Status::ok();
-  return Status::error("the step's values and workspaces take more than " +
-                       human_bytes(kMaxPlanBytes) +
-                       " in all, more than memfit plans; make the model or the batch smaller");
+  return Status::error("the step's values and workspaces take " + human_bytes(kMaxPlanBytes) +
+                       " or more in all, more than memfit plans; make the model or the batch "
+                       "smaller");
 }
 
 }  // namespace

@@ -311,6 +311,7 @@ ModelBuilder::LstmState ModelBuilder::lstm_cell(const std::string& name, ValueId
 }
 
 Result<Model> ModelBuilder::finish() {
+  check_size();
   if (!status_.is_ok()) return status_;
   if (!model_.logits.valid()) return Status::error("model " + model_.name + " has no loss");
   if (training_) {

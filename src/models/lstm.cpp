@@ -92,6 +92,7 @@ LstmStack lstm_stack(ModelBuilder& b, const std::string& name, ValueId x, int64_
   LstmStack out;
   for (int64_t l = 0; l < layers && b.ok(); ++l) {
     if (l > 0) x = b.dropout(x, 0.2f);
+    if (!x.valid()) break;  // the dropout reached the size limit
     const auto k = static_cast<size_t>(l);
     const std::string layer_name = name + ".l" + std::to_string(l);
     const LstmParams params = lstm_params(b, layer_name, b.shape(x)[2], hidden);

@@ -396,6 +396,7 @@ Result<Model> ImportContext::run() {
     MEMFIT_RETURN_IF_ERROR(check_model_size(options_.name, model_.graph));
   }
   MEMFIT_RETURN_IF_ERROR(add_loss());
+  MEMFIT_RETURN_IF_ERROR(check_model_size(options_.name, model_.graph));
   model_.graph.mark_output(options_.training ? model_.loss : model_.logits);
   return std::move(model_);
 }

@@ -16,7 +16,7 @@ struct Candidate {
 // with what they must drop where the user's own technique flags conflict.
 std::string as_given(const Candidate& c, const StepSpec& user) {
   if (c.spec.policy == Policy::automatic) {
-    if (!user.policy && (user.recompute || user.swap || user.mirror)) {
+    if (user.recompute || user.swap || user.mirror) {
       return c.flags + " (without --recompute, --swap and --mirror)";
     }
     return c.flags;
@@ -27,8 +27,11 @@ std::string as_given(const Candidate& c, const StepSpec& user) {
     inside.policy = user.policy;
     if (!resolve_techniques(inside)) drop = "--policy " + std::string(name_of(*user.policy));
   }
-  // A --mirror of the user's own would stay beside flags that leave it out.
+  // A --mirror or --swap of the user's own would stay beside flags that leave it out.
   if (user.mirror && !c.spec.mirror) drop += std::string(drop.empty() ? "" : " and ") + "--mirror";
+  if (user.swap.value_or(Swap::none) != Swap::none && c.spec.swap == Swap::none) {
+    drop += std::string(drop.empty() ? "" : " and ") + "--swap";
+  }
   return drop.empty() ? c.flags : c.flags + " (without " + drop + ")";
 }
 

@@ -14,7 +14,9 @@ namespace memfit {
 // whole time limit), with and without mirror, without swapping, with the
 // budget swap policy and with the step's own; and --policy auto. Where no
 // combination fits, the error also suggests a smaller --batch when
-// `batch_hint` (maxbatch, whose batch is its search's, gives false).
+// `batch_hint` (maxbatch gives false where the batch is its search's).
+// Flags of the user's own that the named ones leave out are named to drop
+// ("(without --mirror)").
 Status check_step_budget(const CompiledStep& step, bool batch_hint = true);
 
 }  // namespace memfit

@@ -90,16 +90,16 @@ Result<Techniques> resolve_techniques(const StepSpec& spec) {
         break;
     }
   }
-  if (spec.tflms.branch_threshold != TflmsOptions{}.branch_threshold && !spec.tflms.branches) {
-    return Status::error(
-        "--swap-branch-threshold is a knob of --swap-branches: add it or drop the threshold");
-  }
   if (t.swap != Swap::tflms) {
     std::string knob = first_tflms_knob(spec.tflms);
     if (!knob.empty()) {
       return Status::error(knob + " is a knob of --swap tflms: the TFLMS options apply only to " +
                            "--swap tflms; add it or drop " + knob);
     }
+  }
+  if (spec.tflms.branch_threshold != TflmsOptions{}.branch_threshold && !spec.tflms.branches) {
+    return Status::error(
+        "--swap-branch-threshold is a knob of --swap-branches: add it or drop the threshold");
   }
   return t;
 }

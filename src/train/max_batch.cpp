@@ -55,7 +55,7 @@ class BatchProbes {
     auto failed = errors_.find(value);
     return failed == errors_.end() ? std::string() : failed->second.message();
   }
-  int plans() const { return static_cast<int>(reports_.size() + errors_.size()); }
+  int plans() const { return static_cast<int>(reports_.size()); }
 
  private:
   const StepSpec& spec_;
@@ -107,7 +107,8 @@ Result<MaxBatchReport> find_max_batch(const PlanRequest& request, Capacity vary,
     StepSpec at = request.step;
     (vary == Capacity::batch ? at.model.batch : at.model.seq_len) = smallest;
     MEMFIT_ASSIGN_OR_RETURN(const CompiledStep step, compile_step(at));
-    const Status over = check_step_budget(step, false);
+    // Only a sequence search leaves the batch to the user.
+    const Status over = check_step_budget(step, vary == Capacity::seq_len);
     return Status::error(
         "even " + std::string(capacity_name(vary)) + " " + std::to_string(smallest) +
         (smallest > 1 ? " (the smallest whose step builds)" : "") + " does not fit the budget of " +
@@ -147,8 +148,10 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   const Techniques& t = p.techniques;
   std::string out = "memfit maxbatch: " + request.step.model.name + ", budget " +
                     human_bytes(request.step.budget) + ", sharing " + (t.share ? "on" : "off") +
-                    ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
-                    std::string(name_of(t.swap)) + ", policy " + std::string(policy_of(t)) +
+                    (t.automatic ? std::string()
+                                 : ", recompute " + std::string(name_of(t.recompute)) + ", swap " +
+                                       std::string(name_of(t.swap))) +
+                    ", policy " + std::string(policy_of(t)) +
                     (p.ranks > 1 ? ", one rank of " + std::to_string(p.ranks) + " (--shard " +
                                        std::string(shard_name(request.step.shard)) + ")"
                                  : "") +

@@ -241,11 +241,16 @@ void log_run_setup(const TrainOptions& options, const TrainingProgram& program,
   }
   if (t.automatic) {
     const AutoSummary& a = program.auto_summary();
+    // The per-tensor plan recomputes candidates; the whole-family plans, nodes.
+    const std::string recomputed =
+        a.choice == "per-tensor"
+            ? format("%zu of %zu candidate values recomputed", a.recomputed_values, a.candidates)
+            : format("%zu nodes recomputed", a.recompute.recomputed_nodes);
     log(
-        format("policy auto: plan %s chosen (%zu of %zu candidate values recomputed, %zu "
-               "swapped), arena %zu bytes, predicted step %.6f s",
-               a.choice.c_str(), a.recomputed_values, a.candidates, a.swap.swapped_values,
-               a.arena_bytes, a.predicted_step_seconds));
+        format("policy auto: plan %s chosen (%s, %zu swapped), arena %zu bytes, predicted step "
+               "%.6f s",
+               a.choice.c_str(), recomputed.c_str(), a.swap.swapped_values, a.arena_bytes,
+               a.predicted_step_seconds));
   }
   if (t.recompute != Recompute::none || t.mirror) {
     const RecomputeSummary& r = program.recompute_summary();
@@ -330,9 +335,9 @@ Result<TrainReport> train(const TrainOptions& given,
   }
   if (const int64_t batch_of_tests = program->eval_batch(); tests % batch_of_tests != 0) {
     // The limit that evaluation covers: the whole test set as one batch when
-    // it is smaller than a batch, else its whole batches.
-    const int64_t covered =
-        tests < batch_of_tests ? tests : tests / batch_of_tests * batch_of_tests;
+    // it is smaller than the batch asked for, else whole batches of it (of
+    // which the batch the budget allows is a divisor).
+    const int64_t covered = tests < eval_batch ? tests : tests / eval_batch * eval_batch;
     return Status::error(format(
         "the test set (%s) holds %lld examples, but evaluation reads whole batches of %lld and "
         "would leave %lld out; give --limit %lld",

@@ -85,8 +85,8 @@ CLI::Option* add_choice(CLI::App* cmd, const std::string& flag, Enum& target,
 
 // The check of a number flag: a finite number (never nan or infinity), more
 // than 0 (`positive`) or at least 0; with `float32`, one that a 32-bit float
-// holds (a smaller non-zero value would become 0). Its messages say the range
-// in words.
+// holds as a normal number (a smaller non-zero value would become 0 or lose
+// its precision). Its messages say the range in words.
 CLI::Validator number_validator(bool positive, bool float32 = false) {
   return CLI::Validator(
       [positive, float32](std::string& text) {
