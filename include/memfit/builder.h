@@ -63,8 +63,14 @@ enum class AttentionForm { fused, naive };
 // training step, which has about three per forward value: 2^20 values plan
 // in about 12 GiB and two minutes on one core.
 inline constexpr size_t kMaxModelValues = size_t{1} << 20;
-// An error once `graph` has kMaxModelValues values.
-Status check_model_size(const std::string& model, const Graph& graph);
+// An error once `graph` has kMaxModelValues values. (Inline: the ONNX
+// importer's fuzz target links it without the builder.)
+inline Status check_model_size(const std::string& model, const Graph& graph) {
+  if (graph.num_values() < kMaxModelValues) return Status::ok();
+  return Status::error("model " + model + " reaches " + std::to_string(kMaxModelValues) +
+                       " values (outputs of operations, inputs and parameters); memfit plans "
+                       "models of fewer");
+}
 
 class ModelBuilder {
  public:

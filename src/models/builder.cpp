@@ -54,13 +54,6 @@ ValueId ModelBuilder::labels(Shape shape) {
   return model_.labels;
 }
 
-Status check_model_size(const std::string& model, const Graph& graph) {
-  if (graph.num_values() < kMaxModelValues) return Status::ok();
-  return Status::error("model " + model + " reaches " + std::to_string(kMaxModelValues) +
-                       " values (outputs of operations, inputs and parameters); memfit plans "
-                       "models of fewer");
-}
-
 void ModelBuilder::check_size() {
   if (!status_.is_ok()) return;
   const Status size = check_model_size(model_.name, model_.graph);
