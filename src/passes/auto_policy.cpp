@@ -100,7 +100,7 @@ class AutoSearch {
   Result<Trial> per_tensor(const Graph& ordered, const std::vector<Ranked>& ranked,
                            size_t count) const {
     AutoSummary summary;
-    summary.choice = "per-tensor";
+    summary.choice = kPerTensorChoice;
     summary.candidates = ranked.size();
     std::unordered_set<int32_t> dropped;
     std::unordered_set<std::string> to_swap;

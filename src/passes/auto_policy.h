@@ -50,12 +50,17 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
 #include "passes/swap_policy.h"
 
 namespace memfit {
+
+// The choice of the per-tensor plan, which counts its recomputation in
+// values (recomputed_values); the whole-family plans count it in nodes.
+inline constexpr std::string_view kPerTensorChoice = "per-tensor";
 
 struct AutoSummary {
   std::string choice;  // the plan that won: keep, per-tensor, recompute, recompute+mirror,

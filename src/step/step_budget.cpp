@@ -22,16 +22,18 @@ std::string as_given(const Candidate& c, const StepSpec& user) {
     return c.flags;
   }
   std::string drop;
+  const auto also_drop = [&](const std::string& flag) {
+    drop += (drop.empty() ? "" : " and ") + flag;
+  };
   if (user.policy) {
     StepSpec inside = c.spec;
     inside.policy = user.policy;
-    if (!resolve_techniques(inside)) drop = "--policy " + std::string(name_of(*user.policy));
+    if (!resolve_techniques(inside)) also_drop("--policy " + std::string(name_of(*user.policy)));
   }
   // A --mirror or --swap of the user's own would stay beside flags that leave it out.
-  if (user.mirror && !c.spec.mirror) drop += std::string(drop.empty() ? "" : " and ") + "--mirror";
-  if (user.swap.value_or(Swap::none) != Swap::none && c.spec.swap == Swap::none) {
-    drop += std::string(drop.empty() ? "" : " and ") + "--swap";
-  }
+  if (user.mirror && !c.spec.mirror) also_drop("--mirror");
+  if (user.swap.value_or(Swap::none) != Swap::none && c.spec.swap == Swap::none)
+    also_drop("--swap");
   return drop.empty() ? c.flags : c.flags + " (without " + drop + ")";
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/text.h"
 #include "memfit/plan.h"
+#include "passes/auto_policy.h"
 #include "step/step_budget.h"
 #include "train/plan_report.h"
 
@@ -181,7 +182,7 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   }
   out += "  recomputed nodes     " + std::to_string(p.recomputed_nodes) + "\n";
   if (t.automatic) {
-    const std::string recomputed = p.auto_choice == "per-tensor"
+    const std::string recomputed = p.auto_choice == kPerTensorChoice
                                        ? std::to_string(p.recomputed_values) + " values"
                                        : std::to_string(p.recomputed_nodes) + " nodes";
     out += "  auto's plan          " + p.auto_choice + " (" + recomputed + " recomputed, " +

@@ -8,6 +8,7 @@
 
 #include "core/text.h"
 #include "memfit/plan.h"
+#include "passes/auto_policy.h"
 
 namespace memfit {
 namespace {
@@ -331,7 +332,7 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                 t.automatic ? "by auto" : std::string(name_of(t.swap)).c_str());
   if (t.automatic) {
     out += format("  %-20s %12s  (plan chosen: %s)\n", "policy", "auto", report.auto_choice.c_str());
-    if (report.auto_choice == "per-tensor") {
+    if (report.auto_choice == kPerTensorChoice) {
       out += format("  %-20s %12zu values, %zu nodes\n", "recomputed", report.recomputed_values,
                     report.recomputed_nodes);
     } else {

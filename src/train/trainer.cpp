@@ -243,7 +243,7 @@ void log_run_setup(const TrainOptions& options, const TrainingProgram& program,
     const AutoSummary& a = program.auto_summary();
     // The per-tensor plan recomputes candidates; the whole-family plans, nodes.
     const std::string recomputed =
-        a.choice == "per-tensor"
+        a.choice == kPerTensorChoice
             ? format("%zu of %zu candidate values recomputed", a.recomputed_values, a.candidates)
             : format("%zu nodes recomputed", a.recompute.recomputed_nodes);
     log(
