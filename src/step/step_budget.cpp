@@ -1,5 +1,10 @@
 #include "step/step_budget.h"
 
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <thread>
+
 #include "memfit/bytes.h"
 
 namespace memfit {
@@ -35,6 +40,36 @@ std::string as_given(const Candidate& c, const StepSpec& user) {
   if (user.swap.value_or(Swap::none) != Swap::none && c.spec.swap == Swap::none)
     also_drop("--swap");
   return drop.empty() ? c.flags : c.flags + " (without " + drop + ")";
+}
+
+// The arena and flags of each of `tries` that compiles (nullopt where it does
+// not). They are independent, and the search runs while a user waits for an
+// error, so they compile on one thread per core, each taking the next one
+// not taken, from the last: auto and the optimal strategies, the slowest to
+// plan, come last in `tries` and so start first. Measured costs time kernels, and the cuda backend
+// measures its link and holds the GPU's library handles: those compile one at a time.
+std::vector<std::optional<Candidate>> compile_candidates(const std::vector<StepSpec>& tries,
+                                                         const StepSpec& spec) {
+  std::vector<std::optional<Candidate>> compiled(tries.size());
+  std::atomic<size_t> taken{0};
+  const auto work = [&] {
+    for (size_t k = taken++; k < tries.size(); k = taken++) {
+      const size_t i = tries.size() - 1 - k;
+      auto step = compile_step(tries[i]);
+      if (step) {
+        compiled[i] =
+            Candidate{step->apply->plan().arena_bytes, technique_flags(step->techniques), tries[i]};
+      }
+    }
+  };
+  const bool one_at_a_time = spec.cost == CostModel::measured || spec.backend == "cuda";
+  const size_t threads =
+      one_at_a_time ? 1 : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, tries.size());
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  return compiled;
 }
 
 }  // namespace
@@ -77,15 +112,14 @@ Status check_step_budget(const CompiledStep& step, bool batch_hint) {
     automatic.tflms = {};
     tries.push_back(automatic);
   }
+  for (StepSpec& other : tries) other.cost = t.cost;
   Candidate best{arena, technique_flags(t), spec};
   bool own = true;  // the best is the step's own techniques
-  for (StepSpec& other : tries) {
-    other.cost = t.cost;
-    auto compiled = compile_step(other);
-    if (!compiled) continue;
-    const size_t other_arena = compiled->apply->plan().arena_bytes;
-    if (other_arena < best.arena) {
-      best = Candidate{other_arena, technique_flags(compiled->techniques), other};
+  // In the order of `tries`, whichever thread compiled them: the first of
+  // equal arenas is named, the same on every machine.
+  for (std::optional<Candidate>& other : compile_candidates(tries, spec)) {
+    if (other && other->arena < best.arena) {
+      best = std::move(*other);
       own = false;
     }
   }
