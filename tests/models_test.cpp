@@ -118,6 +118,21 @@ TEST(Models, BadOptionsAreRefused) {
   model = build_model({.name = "vgg16", .image_size = 100}, false);
   ASSERT_FALSE(model.is_ok());
   EXPECT_NE(model.message().find("multiple of 32"), std::string::npos) << model.message();
+  // A model without attention refuses the naive form rather than ignore it.
+  model = build_model({.name = "lenet", .attention = AttentionForm::naive}, false);
+  ASSERT_FALSE(model.is_ok());
+  EXPECT_NE(model.message().find("lenet has no attention option (--attention applies to "
+                                 "seq2seq, gpt, transformer)"),
+            std::string::npos)
+      << model.message();
+  EXPECT_TRUE(build_model({.name = "gpt",
+                           .depth = 1,
+                           .width = 64,
+                           .seq_len = 8,
+                           .vocab = 16,
+                           .attention = AttentionForm::naive},
+                          false)
+                  .is_ok());
   model = build_model({.name = "resnet18", .classes = -1}, false);
   ASSERT_FALSE(model.is_ok());
   EXPECT_NE(model.message().find("must be positive"), std::string::npos) << model.message();

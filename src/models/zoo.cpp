@@ -40,6 +40,7 @@ struct ZooEntry {
   // name and batch are unused.
   ModelOptions sizes;
   Result<Model> (*build)(const ModelOptions&, bool);
+  bool attention = false;  // builds attention, fused or naive as --attention says
 };
 
 const std::vector<ZooEntry>& zoo() {
@@ -74,15 +75,18 @@ const std::vector<ZooEntry>& zoo() {
                   {50}, 50000},
                  {.name = {}, .depth = 4, .width = 1000, .seq_len = 50, .vocab = 50000},
                  build_seq2seq});
+    e.back().attention = true;
     e.push_back({{"gpt", "decoder-only Transformer, GPT-2 small (Radford et al. 2019), tied",
                   K::tokens, {1024}, 50257},
                  {.name = {}, .depth = 12, .width = 768, .seq_len = 1024, .vocab = 50257},
                  build_gpt});
+    e.back().attention = true;
     e.push_back({{"transformer",
                   "encoder-decoder Transformer, base (Vaswani et al. 2017), shared vocabulary",
                   K::pairs, {128}, 37000},
                  {.name = {}, .depth = 6, .width = 512, .seq_len = 128, .vocab = 37000},
                  build_transformer});
+    e.back().attention = true;
     e.push_back({{"unet3d", "3D U-Net (Cicek et al. 2016), padded convolutions", K::volumes,
                   {1, 128, 128, 128}, 3},
                  {.name = {}, .classes = 3, .width = 32, .volume = 128},
@@ -103,6 +107,15 @@ Status resolve(const std::string& model, const char* option, int64_t fallback, i
   }
   if (value == 0) value = fallback;
   return Status::ok();
+}
+
+// The zoo's models that build attention, for the message above.
+std::string attention_models() {
+  std::string names;
+  for (const ZooEntry& entry : zoo()) {
+    if (entry.attention) names += (names.empty() ? "" : ", ") + entry.info.name;
+  }
+  return names;
 }
 
 }  // namespace
@@ -144,6 +157,10 @@ Result<Model> build_model(const ModelOptions& options, bool training) {
     MEMFIT_RETURN_IF_ERROR(resolve(name, "seq-len", d.seq_len, resolved.seq_len));
     MEMFIT_RETURN_IF_ERROR(resolve(name, "volume", d.volume, resolved.volume));
     MEMFIT_RETURN_IF_ERROR(resolve(name, "vocab", d.vocab, resolved.vocab));
+    if (options.attention != AttentionForm::fused && !entry.attention) {
+      return Status::error(name + " has no attention option (--attention applies to " +
+                           attention_models() + ")");
+    }
     return entry.build(resolved, training);
   }
   std::string known;
