@@ -39,7 +39,8 @@ Checkpoint make_checkpoint(int64_t values_in_weight = 18) {
   checkpoint.epoch = 3;
   checkpoint.micro_step = 1234567890123;
   checkpoint.optimizer_step = -5;
-  checkpoint.run = {64, 2, 60000, 3, 1, 0xFEDCBA9876543210ull};
+  checkpoint.run = {
+      64, 2, 60000, 3, 1, 0xFEDCBA9876543210ull, "Fashion-MNIST (training set CRC-32 0123abcd)"};
   NamedTensor weight{"conv1.weight", {values_in_weight / 9, 1, 3, 3}, {}};
   for (int64_t i = 0; i < values_in_weight; ++i) {
     weight.data.push_back(static_cast<float>(i) * 0.37f - 2.0f);
@@ -77,12 +78,13 @@ void expect_identical(const Checkpoint& a, const Checkpoint& b) {
 
 // A file with a valid header and CRC around `payload`, as a hostile or buggy
 // writer could produce.
-std::vector<char> file_with_payload(const std::vector<uint8_t>& payload) {
+std::vector<char> file_with_payload(const std::vector<uint8_t>& payload,
+                                    uint32_t version = kCheckpointVersion) {
   std::vector<char> bytes = {'M', 'E', 'M', 'F', 'I', 'T', 'C', 'K'};
   const auto append = [&](uint64_t v, int size) {
     for (int i = 0; i < size; ++i) bytes.push_back(static_cast<char>(v >> (8 * i)));
   };
-  append(kCheckpointVersion, 4);
+  append(version, 4);
   append(payload.size(), 8);
   append(crc32_z(0, payload.data(), payload.size()), 4);
   bytes.insert(bytes.end(), payload.begin(), payload.end());
@@ -169,19 +171,24 @@ TEST(Checkpoint, WrongVersionIsAnError) {
   const std::string path = dir.file("model.ckpt");
   ASSERT_TRUE(save_checkpoint(path, make_checkpoint()).is_ok());
   std::vector<char> bytes = read_bytes(path);
-  bytes[8] = 3;  // the version follows the 8 magic bytes
-  write_bytes(path, bytes);
-  expect_error(load_checkpoint(path), path, "format version 3");
+  for (const char version : {4, 1}) {
+    bytes[8] = version;  // the version follows the 8 magic bytes
+    write_bytes(path, bytes);
+    expect_error(
+        load_checkpoint(path), path,
+        "format version " + std::to_string(version) + ", but this memfit reads versions 2 to 3");
+  }
 }
 
 // Builds payloads by hand, little-endian like the writer.
 class Payload {
  public:
-  // The model name, the three counters and the six run settings, then the
-  // tensor count.
-  explicit Payload(uint32_t tensors) {
+  // The model name, the three counters and the six numeric run settings,
+  // the data (from version 3 on), then the tensor count.
+  explicit Payload(uint32_t tensors, uint32_t version = kCheckpointVersion) {
     text("lenet");
     for (int i = 0; i < 3 + 6; ++i) i64(0);
+    if (version >= 3) text("synthetic images (10 classes)");
     u32(tensors);
   }
   Payload& u32(uint32_t v) { return little_endian(v, 4); }
@@ -227,6 +234,30 @@ TEST(Checkpoint, AbsurdLengthsBehindAValidCrcAreErrors) {
   EXPECT_EQ(scalar->model, "lenet");
   ASSERT_EQ(scalar->tensors.size(), 1u);
   EXPECT_EQ(scalar->tensors[0].data, std::vector<float>{1.0f});
+}
+
+// A version 2 file (before the data was recorded) still loads, with the data
+// empty, which check_same_run does not compare; read as version 3 the same
+// bytes are an error, not a checkpoint.
+TEST(Checkpoint, VersionTwoLoadsWithoutTheData) {
+  testing::ScratchDir dir;
+  const std::string path = dir.file("model.ckpt");
+  const Payload old = Payload(1, 2).text("w").u32(0).u32(0x3F800000u);
+  write_bytes(path, file_with_payload(old.bytes(), 2));
+  Result<Checkpoint> loaded = load_checkpoint(path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  EXPECT_EQ(loaded->run.data, "");
+  ASSERT_EQ(loaded->tensors.size(), 1u);
+  EXPECT_EQ(loaded->tensors[0].data, std::vector<float>{1.0f});
+  RunSettings now = loaded->run;
+  now.data = "Fashion-MNIST (training set CRC-32 0123abcd)";
+  EXPECT_TRUE(check_same_run(*loaded, now).is_ok());
+  write_bytes(path, file_with_payload(old.bytes(), 3));
+  EXPECT_FALSE(load_checkpoint(path).is_ok());
+  write_bytes(path, file_with_payload(Payload(1).text("w").u32(0).u32(0x3F800000u).bytes()));
+  Result<Checkpoint> current = load_checkpoint(path);
+  ASSERT_TRUE(current.is_ok()) << current.message();
+  EXPECT_EQ(current->run.data, "synthetic images (10 classes)");
 }
 
 TEST(Checkpoint, SaveIntoAMissingDirectoryFailsCleanly) {
@@ -338,8 +369,9 @@ TEST(CheckSameRun, NamesEverySettingThatDiffers) {
   now.schedule = 0;
   const Status status = check_same_run(checkpoint, now);
   ASSERT_FALSE(status.is_ok());
-  for (const char* part : {"--batch 64 in the checkpoint, 32 now",
-                           "(--limit, the data) 60000 in the checkpoint, 1000 now",
+  for (const char* part : {"examples per micro-batch (--batch times the ranks) 64 in the "
+                           "checkpoint, 32 now",
+                           "(--limit, the data set) 60000 in the checkpoint, 1000 now",
                            "--schedule cosine in the checkpoint, constant now"}) {
     EXPECT_NE(status.message().find(part), std::string::npos) << status.message();
   }
@@ -352,6 +384,14 @@ TEST(CheckSameRun, NamesEverySettingThatDiffers) {
   ASSERT_FALSE(other.is_ok());
   EXPECT_NE(other.message().find("--epochs 3 in the checkpoint, 30 now"), std::string::npos);
   EXPECT_NE(other.message().find("--seed"), std::string::npos);
+  now = checkpoint.run;
+  now.data = "synthetic images (10 classes)";
+  const Status data = check_same_run(checkpoint, now);
+  ASSERT_FALSE(data.is_ok());
+  EXPECT_NE(data.message().find("the training data: Fashion-MNIST (training set CRC-32 0123abcd) "
+                                "in the checkpoint, synthetic images (10 classes) now"),
+            std::string::npos)
+      << data.message();
 }
 
 TEST(CheckMatches, RejectsAnotherModel) {

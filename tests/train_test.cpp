@@ -257,7 +257,7 @@ TEST(Resume, RefusesBadCheckpoints) {
     ASSERT_FALSE(result.is_ok()) << why;
     EXPECT_NE(result.message().find(why), std::string::npos) << result.message();
   };
-  expect_refused(25, 1, "--batch 50 in the checkpoint, 25 now");
+  expect_refused(25, 1, "(--batch times the ranks) 50 in the checkpoint, 25 now");
   expect_refused(50, 3, "--epochs 1 in the checkpoint, 3 now");
 
   // A checkpoint whose state holds a NaN (here written by hand) is refused by name.

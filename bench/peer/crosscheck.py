@@ -38,7 +38,7 @@ from torch.overrides import TorchFunctionMode
 import models
 
 MAGIC = b"MEMFITCK"
-VERSION = 2  # src/train/checkpoint.h kCheckpointVersion
+VERSION = 3  # src/train/checkpoint.h kCheckpointVersion
 
 # (name, memfit size flags, batch): the models of the check, at sizes that
 # run in seconds on two cores; resnet18 at full width and depth (every one of
@@ -62,9 +62,10 @@ def write_checkpoint(path, model_name, tensors):
 
     string(model_name)
     # epoch, micro_step, optimizer_step; the run settings (batch, accumulate,
-    # train_examples, epochs, schedule, seed); the tensor count.
+    # train_examples, epochs, schedule, seed, data); the tensor count.
     payload.extend(struct.pack("<qqq", 0, 0, 0))
     payload.extend(struct.pack("<qqqqqQ", 0, 0, 0, 0, 0, 0))
+    string("")
     payload.extend(struct.pack("<I", len(tensors)))
     for name, t in tensors:
         t = t.detach().to(torch.float32).contiguous()
@@ -104,6 +105,7 @@ def read_checkpoint(path):
     string()
     take("<qqq")  # the counters
     take("<qqqqqQ")  # the run settings
+    string()  # the data
     (count,) = take("<I")
     out = {}
     for _ in range(count):

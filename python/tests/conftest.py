@@ -88,12 +88,12 @@ class Checkpoint:
     epoch: int
     micro_step: int
     optimizer_step: int
-    run: tuple  # batch, accumulate, train_examples, epochs, schedule, seed
+    run: tuple  # batch, accumulate, train_examples, epochs, schedule, seed, data
     tensors: dict = field(default_factory=dict)  # name -> float32 array, in file order
 
 
 _MAGIC = b"MEMFITCK"
-_VERSION = 2
+_VERSION = 3
 
 
 def _read_checkpoint(path):
@@ -120,7 +120,7 @@ def _read_checkpoint(path):
 
     model = string()
     epoch, micro_step, optimizer_step = take("<qqq")
-    run = take("<qqqqqQ")
+    run = take("<qqqqqQ") + (string(),)
     (count,) = take("<I")
     tensors = {}
     for _ in range(count):

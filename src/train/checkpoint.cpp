@@ -139,7 +139,7 @@ Status validate(const Checkpoint& checkpoint) {
 }
 
 std::vector<uint8_t> encode_payload(const Checkpoint& checkpoint) {
-  size_t bytes = 4 + checkpoint.model.size() + 3 * 8 + 6 * 8 + 4;
+  size_t bytes = 4 + checkpoint.model.size() + 3 * 8 + 6 * 8 + 4 + checkpoint.run.data.size() + 4;
   for (const NamedTensor& tensor : checkpoint.tensors) {
     bytes += 4 + tensor.name.size() + 4 + 8 * tensor.shape.size() + 4 * tensor.data.size();
   }
@@ -153,6 +153,7 @@ std::vector<uint8_t> encode_payload(const Checkpoint& checkpoint) {
     out.i64(v);
   }
   out.u64(run.seed);
+  out.str(run.data);
   out.u32(static_cast<uint32_t>(checkpoint.tensors.size()));
   for (const NamedTensor& tensor : checkpoint.tensors) {
     out.str(tensor.name);
@@ -163,7 +164,7 @@ std::vector<uint8_t> encode_payload(const Checkpoint& checkpoint) {
   return std::move(out).take();
 }
 
-Result<Checkpoint> decode_payload(Reader& in) {
+Result<Checkpoint> decode_payload(Reader& in, uint32_t version) {
   Checkpoint checkpoint;
   MEMFIT_ASSIGN_OR_RETURN(checkpoint.model, in.str("the model name"));
   MEMFIT_ASSIGN_OR_RETURN(checkpoint.epoch, in.i64("the epoch"));
@@ -174,6 +175,9 @@ Result<Checkpoint> decode_payload(Reader& in) {
     MEMFIT_ASSIGN_OR_RETURN(*v, in.i64("the run settings"));
   }
   MEMFIT_ASSIGN_OR_RETURN(run.seed, in.u64("the run settings"));
+  if (version >= 3) {
+    MEMFIT_ASSIGN_OR_RETURN(run.data, in.str("the training data"));
+  }
   MEMFIT_ASSIGN_OR_RETURN(const uint32_t count, in.u32("the tensor count"));
   // A tensor takes at least 8 bytes (name length and rank).
   if (count > in.remaining() / 8) {
@@ -332,9 +336,10 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
   MEMFIT_ASSIGN_OR_RETURN(const uint32_t version, header.u32("the version"));
   MEMFIT_ASSIGN_OR_RETURN(const uint64_t payload_bytes, header.u64("the payload length"));
   MEMFIT_ASSIGN_OR_RETURN(const uint32_t stored_crc, header.u32("the checksum"));
-  if (version != kCheckpointVersion) {
+  if (version < kOldestCheckpointVersion || version > kCheckpointVersion) {
     return Status::error(file_error(
-        path, "format version " + std::to_string(version) + ", but this memfit reads version " +
+        path, "format version " + std::to_string(version) + ", but this memfit reads versions " +
+                  std::to_string(kOldestCheckpointVersion) + " to " +
                   std::to_string(kCheckpointVersion) + "; load it with the memfit that wrote it"));
   }
   const uint64_t present = file_bytes - kHeaderBytes;
@@ -344,29 +349,28 @@ Result<Checkpoint> load_checkpoint(const std::string& path) {
                              ": the header declares " + std::to_string(payload_bytes) +
                              " payload bytes but " + std::to_string(present) + " follow it"));
   }
-  bytes.resize(kHeaderBytes + present);
-  if (!read_exactly(fd, bytes.data() + kHeaderBytes, present)) {
+  std::vector<uint8_t> payload(present);
+  if (!read_exactly(fd, payload.data(), present)) {
     return Status::error(file_error(path, "cannot read its " + std::to_string(present) +
                                               " payload bytes (did it change while read?)"));
   }
-  const uint8_t* payload = bytes.data() + kHeaderBytes;
-  const uint32_t crc = crc32_of(payload, present);
+  const uint32_t crc = crc32_of(payload.data(), present);
   if (crc != stored_crc) {
     return Status::error(file_error(path, "corrupt: the CRC32 of the payload is " +
                                               std::to_string(crc) + " but the header says " +
                                               std::to_string(stored_crc)));
   }
-  Reader in(payload, present);
-  Result<Checkpoint> checkpoint = decode_payload(in);
+  Reader in(payload.data(), present);
+  Result<Checkpoint> checkpoint = decode_payload(in, version);
   if (!checkpoint.is_ok()) {
     return Status::error(file_error(path, "corrupt: " + checkpoint.message()));
   }
   return checkpoint;
 }
 
-Result<Checkpoint> decode_checkpoint_payload(std::span<const uint8_t> payload) {
+Result<Checkpoint> decode_checkpoint_payload(std::span<const uint8_t> payload, uint32_t version) {
   Reader in(payload.data(), payload.size());
-  return decode_payload(in);
+  return decode_payload(in, version);
 }
 
 Status check_matches(const Checkpoint& checkpoint, const std::string& model,
@@ -427,9 +431,9 @@ Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now) {
                             " in the checkpoint, " + std::to_string(current) + " now");
     }
   };
-  compare("--batch", then.batch, now.batch);
+  compare("examples per micro-batch (--batch times the ranks)", then.batch, now.batch);
   compare("--accumulate", then.accumulate, now.accumulate);
-  compare("training examples per epoch (--limit, the data)", then.train_examples,
+  compare("training examples per epoch (--limit, the data set)", then.train_examples,
           now.train_examples);
   compare("--epochs", then.epochs, now.epochs);
   if (then.schedule != now.schedule) {
@@ -442,6 +446,10 @@ Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now) {
                           name(now.schedule) + " now");
   }
   compare("--seed", then.seed, now.seed);
+  if (!then.data.empty() && then.data != now.data) {
+    differences.push_back("the training data: " + then.data + " in the checkpoint, " + now.data +
+                          " now");
+  }
   if (differences.empty()) return Status::ok();
   std::string message =
       "the checkpoint was made in a run with other settings, which its position and "

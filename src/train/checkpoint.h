@@ -11,7 +11,8 @@
 //     model           string
 //     epoch, micro_step, optimizer_step: i64 each
 //     run settings    batch, accumulate, train_examples, epochs, schedule: i64
-//                     each; seed: u64 (what the counters depend on)
+//                     each; seed: u64 (what the counters depend on); data:
+//                     string (version 3 on)
 //     tensor count    u32
 //     per tensor      name: string; rank: u32; dims: i64 x rank; data: f32 x elements
 //   where a string is a u32 byte length followed by the bytes.
@@ -28,8 +29,10 @@
 
 namespace memfit {
 
-// 2: the run settings after the counters.
-inline constexpr uint32_t kCheckpointVersion = 2;
+// 2: the run settings after the counters; 3: the training data among them.
+// Version 2 files still load, with the data unrecorded.
+inline constexpr uint32_t kCheckpointVersion = 3;
+inline constexpr uint32_t kOldestCheckpointVersion = 2;
 
 // The settings of the run a checkpoint was made in that its position (epoch,
 // micro-step, optimizer step) and its learning-rate schedule depend on: a
@@ -42,6 +45,9 @@ struct RunSettings {
   int64_t epochs = 0;          // --epochs: the schedule's length
   int64_t schedule = 0;        // --schedule (Schedule as an integer)
   uint64_t seed = 0;           // --seed: the sampling order
+  // The training examples (DataSource::identity): a resume on other examples
+  // is refused. Empty in a version 2 checkpoint, which did not record them.
+  std::string data;
   friend bool operator==(const RunSettings&, const RunSettings&) = default;
 };
 
@@ -72,9 +78,11 @@ Status save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // error naming the file and the problem. Every length is checked against the
 // bytes present before anything is allocated.
 Result<Checkpoint> load_checkpoint(const std::string& path);
-// The payload of a checkpoint (the bytes after its header) decoded as
-// load_checkpoint decodes it, without the checksum: the fuzzer's way past it.
-Result<Checkpoint> decode_checkpoint_payload(std::span<const uint8_t> payload);
+// The payload of a checkpoint (the bytes after its header) of format
+// `version` decoded as load_checkpoint decodes it, without the checksum: the
+// fuzzer's way past it.
+Result<Checkpoint> decode_checkpoint_payload(std::span<const uint8_t> payload,
+                                             uint32_t version = kCheckpointVersion);
 
 // Errors unless `checkpoint` was saved for `model` and holds exactly the
 // tensors of `expected` (name, shape), in any order; the message lists every
@@ -83,7 +91,8 @@ Status check_matches(const Checkpoint& checkpoint, const std::string& model,
                      const std::vector<std::pair<std::string, Shape>>& expected);
 
 // Errors unless the checkpoint's run settings are `now`; the message names
-// every setting that differs, with both values.
+// every setting that differs, with both values. The data is compared where
+// the checkpoint recorded it.
 Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now);
 
 }  // namespace memfit

@@ -44,6 +44,10 @@ class DataSource {
  public:
   virtual ~DataSource() = default;
   virtual std::string description() const = 0;
+  // The training examples, as a checkpoint records them: two sources with
+  // the same identity give the same examples (the description and, for
+  // files, a checksum of what was read from them).
+  virtual std::string identity() const = 0;
   virtual int64_t train_count() const = 0;
   virtual int64_t test_count() const = 0;
   // Fills every input of `batch` with examples[k] in slot k, from the test set

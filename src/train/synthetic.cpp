@@ -66,6 +66,9 @@ class SyntheticSource : public DataSource {
     return "synthetic " + std::string(data_kind_name(kind_)) + " (" + std::to_string(classes_) +
            " classes)";
   }
+  // Example i is a function of (seed, i) and the model's shapes, which the
+  // checkpoint records apart.
+  std::string identity() const override { return description(); }
   int64_t train_count() const override { return train_; }
   int64_t test_count() const override { return test_; }
 

@@ -47,9 +47,13 @@ float schedule_scale(Schedule schedule, int64_t step, int64_t total) {
 // The settings of this run that a checkpoint's position depends on.
 // The batch is the examples of one micro-batch over all ranks.
 RunSettings run_settings(const TrainOptions& options, const DataSource& data) {
-  return RunSettings{options.step.model.batch * options.step.ranks, options.step.accumulate,
+  return RunSettings{options.step.model.batch * options.step.ranks,
+                     options.step.accumulate,
                      data.train_count(),
-                     options.epochs, static_cast<int64_t>(options.schedule), options.seed};
+                     options.epochs,
+                     static_cast<int64_t>(options.schedule),
+                     options.seed,
+                     data.identity()};
 }
 
 // Every rank takes part (store_state gathers sharded state); rank 0 writes it.
@@ -346,6 +350,11 @@ Result<TrainReport> train(const TrainOptions& given,
         static_cast<long long>(covered)));
   }
   log_run_setup(options, *program, *data, comm, eval_batch, log);
+  // What a checkpoint records of this run (its data identity reads the
+  // whole training set), only where one is read or written.
+  const RunSettings run = options.resume_path.empty() && options.save_path.empty()
+                              ? RunSettings{}
+                              : run_settings(options, *data);
   StateStore state;
   program->init_state(state, options.seed);
   StepCounters counters;
@@ -359,7 +368,7 @@ Result<TrainReport> train(const TrainOptions& given,
         // The run's settings before the tensors: a changed --accumulate
         // changes the tensors too, and is named as the flag it is.
         if (ck.model == options.step.model.name) {
-          if (Status same = check_same_run(ck, run_settings(options, *data)); !same.is_ok()) {
+          if (Status same = check_same_run(ck, run); !same.is_ok()) {
             return Status::error("checkpoint " + options.resume_path + ": " + same.message());
           }
         }
@@ -527,8 +536,7 @@ Result<TrainReport> train(const TrainOptions& given,
                  static_cast<long long>(counters.optimizer_step)));
       if (!options.save_path.empty()) {
         MEMFIT_RETURN_IF_ERROR(save_checkpoint_of(options.save_path, options.step.model.name, epoch,
-                                                  counters, run_settings(options, *data), *program,
-                                                  rank));
+                                                  counters, run, *program, rank));
         log("saved " + options.save_path + " (--resume continues from the next step)");
       }
       break;
@@ -540,8 +548,7 @@ Result<TrainReport> train(const TrainOptions& given,
                100.0 * accuracy, static_cast<long long>(data->test_count())));
     if (!options.save_path.empty()) {
       MEMFIT_RETURN_IF_ERROR(save_checkpoint_of(options.save_path, options.step.model.name,
-                                                epoch + 1, counters, run_settings(options, *data),
-                                                *program, rank));
+                                                epoch + 1, counters, run, *program, rank));
       log("saved " + options.save_path);
     }
     bool asked = false;
