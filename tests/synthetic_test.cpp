@@ -175,5 +175,33 @@ TEST(Synthetic, AModelWithoutTheKindsInputsIsRefused) {
   EXPECT_NE(data.message().find("tokens"), std::string::npos) << data.message();
 }
 
+// A token model whose embedding table has fewer rows (10) than its logits
+// have classes (16), as an ONNX file may: synthetic ids stay below the
+// table's rows (an id past them stops the run), and the description says so.
+TEST(Synthetic, TokenIdsStayInsideTheSmallestEmbeddingTable) {
+  ModelBuilder b("small_table", true);
+  const ValueId tokens = b.token_input("tokens", {4, 5});
+  const ValueId labels = b.labels(Shape{4, 5});
+  const ValueId x = b.embedding("embed", b.reshape(tokens, {20}), 10, 8);
+  b.cross_entropy(b.linear("out", x, 16), labels);
+  auto model = b.finish();
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  auto data = synthetic_source(DataKind::tokens, *model, 1000, 100, 4);
+  ASSERT_TRUE(data.is_ok()) << data.message();
+  EXPECT_EQ((*data)->description(),
+            "synthetic tokens (16 classes; ids below 10, the smallest embedding table's rows)");
+  const Loaded l{std::move(*model), std::move(*data)};
+  std::set<int32_t> seen;
+  for (int64_t first = 0; first < 1000; first += 4) {
+    const Batch batch = fill(l, first);
+    for (const char* name : {"tokens", "labels"}) {
+      for (const int32_t id : batch.find(name)->i32) seen.insert(id);
+    }
+  }
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(*seen.begin(), 0);
+  EXPECT_EQ(*seen.rbegin(), 9);
+}
+
 }  // namespace
 }  // namespace memfit

@@ -14,6 +14,7 @@
 //   the last ball covering it (0: background).
 // Every number is a pure function of (seed, stream, example, index), drawn
 // with the Philox generator, so data sets are the same on every machine.
+#include <algorithm>
 #include <cmath>
 
 #include "core/random.h"
@@ -54,17 +55,39 @@ uint32_t bits(uint64_t seed, uint64_t stream, int64_t example, uint64_t index) {
 // Class count of the rows of the model's logits.
 int64_t classes_of(const Model& model) { return model.graph.value(model.logits).type.shape.at(1); }
 
+// The token ids every embedding table of `model` can look up: the fewest rows
+// of any (an id past a table's rows stops the run), or `classes` if more.
+int64_t ids_below(const Model& model, int64_t classes) {
+  int64_t rows = classes;
+  for (const Node& node : model.graph.nodes()) {
+    if (node.op != OpKind::embedding) continue;
+    rows = std::min(rows, model.graph.value(node.inputs.at(1)).type.shape.at(0));
+  }
+  return rows;
+}
+
 class SyntheticSource : public DataSource {
  public:
   // side: images (C, side, side) and volumes (C, side, side, side); else 0.
-  SyntheticSource(DataKind kind, int64_t classes, int64_t side, int64_t train_count,
+  // vocab: token ids lie in [0, vocab) (tokens and pairs; else unused).
+  SyntheticSource(DataKind kind, int64_t classes, int64_t vocab, int64_t side, int64_t train_count,
                   int64_t test_count, uint64_t seed)
-      : kind_(kind), classes_(classes), side_(side), train_(train_count), test_(test_count),
+      : kind_(kind),
+        classes_(classes),
+        vocab_(vocab),
+        side_(side),
+        train_(train_count),
+        test_(test_count),
         seed_(seed) {}
 
   std::string description() const override {
+    const bool ids = kind_ == DataKind::tokens || kind_ == DataKind::pairs;
     return "synthetic " + std::string(data_kind_name(kind_)) + " (" + std::to_string(classes_) +
-           " classes)";
+           " classes" +
+           (ids && vocab_ < classes_
+                ? "; ids below " + std::to_string(vocab_) + ", the smallest embedding table's rows"
+                : "") +
+           ")";
   }
   // Example i is a function of (seed, i) and the model's shapes, which the
   // checkpoint records apart.
@@ -164,7 +187,7 @@ class SyntheticSource : public DataSource {
     MEMFIT_ASSIGN_OR_RETURN(std::span<int32_t> tokens, i32_slot(batch, "tokens", slot));
     MEMFIT_ASSIGN_OR_RETURN(std::span<int32_t> labels, i32_slot(batch, "labels", slot));
     std::vector<int32_t> sequence(tokens.size() + 1);
-    chain(e, classes_, 0, sequence);
+    chain(e, vocab_, 0, sequence);
     std::copy(sequence.begin(), sequence.end() - 1, tokens.begin());
     std::copy(sequence.begin() + 1, sequence.end(), labels.begin());
     return Status::ok();
@@ -177,7 +200,7 @@ class SyntheticSource : public DataSource {
     if (target_in.size() != labels.size() || labels.size() > source.size()) {
       return Status::error("pairs need a target no longer than the source");
     }
-    chain(e, classes_, 1, source);
+    chain(e, vocab_, 1, source);
     for (size_t t = 0; t < labels.size(); ++t) labels[t] = source[source.size() - 1 - t];
     target_in[0] = 0;
     std::copy(labels.begin(), labels.end() - 1, target_in.begin() + 1);
@@ -219,7 +242,7 @@ class SyntheticSource : public DataSource {
   }
 
   DataKind kind_;
-  int64_t classes_, side_, train_, test_;
+  int64_t classes_, vocab_, side_, train_, test_;
   uint64_t seed_;
 };
 
@@ -266,7 +289,9 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
     case DataKind::pairs:
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "source").status());
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "target_in").status());
-      if (classes < 2) return Status::error("pairs need a vocabulary of at least 2 tokens");
+      if (ids_below(model, classes) < 2) {
+        return Status::error("pairs need a vocabulary of at least 2 tokens");
+      }
       break;
     case DataKind::volumes: {
       MEMFIT_ASSIGN_OR_RETURN(Shape volume, input_shape(model, kind, "volume"));
@@ -278,8 +303,8 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
       break;
     }
   }
-  return std::unique_ptr<DataSource>(
-      std::make_unique<SyntheticSource>(kind, classes, side, train_count, test_count, seed));
+  return std::unique_ptr<DataSource>(std::make_unique<SyntheticSource>(
+      kind, classes, ids_below(model, classes), side, train_count, test_count, seed));
 }
 
 }  // namespace memfit
