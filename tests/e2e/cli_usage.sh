@@ -72,7 +72,16 @@ plan --model mlp --batch 4 --ranks 1048577|--ranks must be between 1 and 1048576
 plan --model mlp --batch 4 --ranks 2 --profile|drop --ranks
 train --save $dir/a --trace $dir/../$(basename "$dir")/a|--save and --trace both write
 plan --model mlp --batch 4 --timeline $dir/t --trace $dir/t|--timeline and --trace both write
+train --onnx $dir/m.onnx --batch 4 --save $dir/m.onnx|--save would overwrite $dir/m.onnx, which --onnx reads
+train --onnx $dir/m.onnx --batch 4 --save-onnx $dir/./m.onnx|--save-onnx would overwrite $dir/m.onnx, which --onnx reads
+train --resume $dir/c --trace $dir/c|--trace would overwrite $dir/c, which --resume reads
+plan --onnx $dir/m.onnx --batch 4 --timeline $dir/m.onnx|--timeline would overwrite $dir/m.onnx, which --onnx reads
 CASES
+# --save over --resume is how a run continues: not a usage error (the
+# checkpoint is missing here, an error of its own).
+out=$("$memfit" train --model mlp --synthetic --resume "$dir/c" --save "$dir/c" 2>&1); rc=$?
+[ "$rc" -eq 1 ] || fail "'--resume X --save X' exited $rc, not 1: $out"
+grep -qF "cannot open" <<<"$out" || fail "'--resume X --save X': $out"
 # An empty path (an unset shell variable) is refused, not taken as the flag left out.
 for flag in --onnx --data --save --resume --trace --save-onnx; do
   out=$("$memfit" train "$flag" "" 2>&1); rc=$?

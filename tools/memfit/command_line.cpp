@@ -372,8 +372,6 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   add_profile_flags(cmd, train);
 }
 
-// The settings of every subcommand checked together; empty: fine, else the
-// message of a usage error.
 // The same file, though named two ways ("a" and "./a"); false if either is empty.
 bool same_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
@@ -384,9 +382,12 @@ bool same_file(const std::string& a, const std::string& b) {
   return error ? a == b : first == second;
 }
 
-// Two output flags that name one file: the later write would destroy the earlier.
-std::string check_distinct_outputs(
-    const std::vector<std::pair<const char*, std::string>>& outputs) {
+using NamedPaths = std::vector<std::pair<const char*, std::string>>;
+
+// Two output flags that name one file (the later write would destroy the
+// earlier), or an output that names an input (the model or the checkpoint
+// would be lost; --save over --resume is how a run continues, and allowed).
+std::string check_distinct_outputs(const NamedPaths& outputs, const NamedPaths& inputs = {}) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (size_t j = i + 1; j < outputs.size(); ++j) {
       if (same_file(outputs[i].second, outputs[j].second)) {
@@ -394,9 +395,20 @@ std::string check_distinct_outputs(
                outputs[j].second + ": give each its own file";
       }
     }
+    for (const auto& [input, path] : inputs) {
+      if (std::string_view(outputs[i].first) == "--save" && std::string_view(input) == "--resume")
+        continue;
+      if (same_file(outputs[i].second, path)) {
+        return std::string(outputs[i].first) + " would overwrite " + path + ", which " + input +
+               " reads: give it another file";
+      }
+    }
   }
   return "";
 }
+
+// The settings of every subcommand checked together; empty: fine, else the
+// message of a usage error.
 
 std::string check_combinations(CLI::App& app, Command& command) {
   CLI::App* train_cmd = app.get_subcommand("train");
@@ -441,7 +453,8 @@ std::string check_combinations(CLI::App& app, Command& command) {
   if (train_cmd->parsed()) {
     const memfit::TrainOptions& t = command.train;
     return check_distinct_outputs(
-        {{"--save", t.save_path}, {"--trace", t.trace_path}, {"--save-onnx", t.save_onnx_path}});
+        {{"--save", t.save_path}, {"--trace", t.trace_path}, {"--save-onnx", t.save_onnx_path}},
+        {{"--onnx", t.step.model.onnx}, {"--resume", t.resume_path}});
   }
   if (plan_cmd->parsed()) {
     const PlanOutput& out = command.plan_output;
@@ -449,7 +462,8 @@ std::string check_combinations(CLI::App& app, Command& command) {
       return "--profile and --trace run the step in this one process, as one rank: drop --ranks";
     }
     return check_distinct_outputs(
-        {{"--timeline", out.timeline_path}, {"--trace", out.profile.trace_path}});
+        {{"--timeline", out.timeline_path}, {"--trace", out.profile.trace_path}},
+        {{"--onnx", command.plan.step.model.onnx}});
   }
   return "";
 }
