@@ -277,6 +277,25 @@ TEST(Resume, RefusesBadCheckpoints) {
   EXPECT_EQ(with_nan.message(), "tensor '" + first_tensor.name +
                                     "' holds a NaN or an infinity in checkpoint " + nan_path);
 
+  // An optimizer step that does not follow from the micro-batch (here
+  // written by hand) is refused: AdamW's bias correction and the schedule
+  // would read it.
+  Result<Checkpoint> edited = load_checkpoint(path);
+  ASSERT_TRUE(edited) << edited.message();
+  edited->optimizer_step = -3;
+  edited->run.epochs = 2;  // a run with an epoch left
+  const std::string edited_path = dir.file("edited.ckpt");
+  ASSERT_TRUE(save_checkpoint(edited_path, *edited).is_ok());
+  TrainOptions edited_run = small_run("lenet");
+  edited_run.epochs = 2;
+  edited_run.resume_path = edited_path;
+  auto with_edit = train(edited_run, quiet);
+  ASSERT_FALSE(with_edit.is_ok());
+  EXPECT_NE(with_edit.message().find("its optimizer step -3 disagrees with its micro-batch " +
+                                     std::to_string(edited->micro_step)),
+            std::string::npos)
+      << with_edit.message();
+
   // Truncated: refused, and the file is left as it was.
   const auto size = std::filesystem::file_size(path);
   std::filesystem::resize_file(path, size / 2);

@@ -427,6 +427,17 @@ Result<TrainReport> train(const TrainOptions& given,
                                 options.resume_path.c_str(), static_cast<long long>(counters.micro_step),
                                 static_cast<long long>(first_epoch + 1)));
   }
+  // Every accumulate-th micro-batch ends an optimizer step (AdamW's bias
+  // correction and the schedule read the count).
+  if (counters.optimizer_step != counters.micro_step / options.step.accumulate) {
+    return Status::error(
+        format("checkpoint %s: its optimizer step %lld disagrees with its micro-batch %lld, which "
+               "ends optimizer step %lld with --accumulate %lld",
+               options.resume_path.c_str(), static_cast<long long>(counters.optimizer_step),
+               static_cast<long long>(counters.micro_step),
+               static_cast<long long>(counters.micro_step / options.step.accumulate),
+               static_cast<long long>(options.step.accumulate)));
+  }
   Batch inputs = Batch::for_model(program->model());
   // Each rank draws its own dropout masks (rank 0 those of one process with
   // this seed): with one seed for all, row k of every rank would share a mask.
