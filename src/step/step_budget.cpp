@@ -17,29 +17,46 @@ struct Candidate {
   StepSpec spec;      // without a policy, or with --policy auto
 };
 
+// "a", "a and b", "a, b and c".
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (size_t i = 0; i < items.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  }
+  return text;
+}
+
 // `flags` as the user can give them beside the rest of their command line:
-// with what they must drop where the user's own technique flags conflict.
+// with the flags of their own they must drop, where those conflict.
 std::string as_given(const Candidate& c, const StepSpec& user) {
+  std::vector<std::string> drop;
   if (c.spec.policy == Policy::automatic) {
-    if (user.recompute || user.swap || user.mirror) {
-      return c.flags + " (without --recompute, --swap and --mirror)";
+    // Auto chooses every technique itself.
+    if (user.recompute) drop.push_back("--recompute");
+    if (user.swap) drop.push_back("--swap");
+    if (user.mirror) drop.push_back("--mirror");
+  } else {
+    if (user.policy) {
+      StepSpec inside = c.spec;
+      inside.policy = user.policy;
+      if (!resolve_techniques(inside)) {
+        drop.push_back("--policy " + std::string(name_of(*user.policy)));
+      }
     }
-    return c.flags;
+    // A --mirror or --swap of the user's own would stay beside flags that leave it out.
+    if (user.mirror && !c.spec.mirror) drop.push_back("--mirror");
+    if (user.swap.value_or(Swap::none) != Swap::none && c.spec.swap == Swap::none) {
+      drop.push_back("--swap");
+    }
   }
-  std::string drop;
-  const auto also_drop = [&](const std::string& flag) {
-    drop += (drop.empty() ? "" : " and ") + flag;
-  };
-  if (user.policy) {
-    StepSpec inside = c.spec;
-    inside.policy = user.policy;
-    if (!resolve_techniques(inside)) also_drop("--policy " + std::string(name_of(*user.policy)));
+  // Knobs of a strategy the flags do not name are refused beside them.
+  if (!(user.tflms == TflmsOptions{}) && c.spec.swap != Swap::tflms) {
+    drop.push_back("the --swap-* knobs");
   }
-  // A --mirror or --swap of the user's own would stay beside flags that leave it out.
-  if (user.mirror && !c.spec.mirror) also_drop("--mirror");
-  if (user.swap.value_or(Swap::none) != Swap::none && c.spec.swap == Swap::none)
-    also_drop("--swap");
-  return drop.empty() ? c.flags : c.flags + " (without " + drop + ")";
+  if (user.milp_seconds != StepSpec{}.milp_seconds && c.spec.recompute != Recompute::milp) {
+    drop.push_back("--milp-seconds");
+  }
+  return drop.empty() ? c.flags : c.flags + " (without " + joined(drop) + ")";
 }
 
 // The arena and flags of each of `tries` that compiles (nullopt where it does

@@ -44,6 +44,14 @@ grep -q "smallest arena" <<<"$out" || fail "--budget 1KiB: no smallest arena: $o
 out=$("$memfit" plan --model resnet-cifar --depth 20 --batch 32 --mirror --budget 1MiB 2>&1)
 grep -q -- "--swap budget (without --mirror); give a --budget" <<<"$out" ||
   fail "--mirror to drop is not named: $out"
+# So are --swap tflms's knobs, which the named flags (another swap) refuse;
+# the advice then works as given.
+out=$("$memfit" maxbatch --model resnet-cifar --depth 20 --budget 1MiB --swap tflms --swap-fuse 2>&1)
+least=$(sed -n 's/.*give a --budget of at least \([0-9]*\) bytes.*/\1/p' <<<"$out")
+flags=$(sed -n 's/.*reaches is [^,]*, with \(--[a-z -]*[a-z]\) (without the --swap-\* knobs); give.*/\1/p' <<<"$out")
+[ -n "$least" ] && [ -n "$flags" ] || fail "the --swap-* knobs to drop are not named: $out"
+"$memfit" plan --model resnet-cifar --depth 20 --batch 1 --budget "$least" $flags >/dev/null ||
+  fail "--budget $least $flags (named without the knobs) failed"
 
 for args in "--budget 12XB" "--budget -5MiB" "--budget 0" "--budget ''" "--optimizer rmsprop" \
             "--accumulate 0" "--backend tpu" "--recompute log" "--recompute"; do

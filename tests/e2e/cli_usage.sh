@@ -76,6 +76,7 @@ train --onnx $dir/m.onnx --batch 4 --save $dir/m.onnx|--save would overwrite $di
 train --onnx $dir/m.onnx --batch 4 --save-onnx $dir/./m.onnx|--save-onnx would overwrite $dir/m.onnx, which --onnx reads
 train --resume $dir/c --trace $dir/c|--trace would overwrite $dir/c, which --resume reads
 plan --onnx $dir/m.onnx --batch 4 --timeline $dir/m.onnx|--timeline would overwrite $dir/m.onnx, which --onnx reads
+plan --model mlp --batch 4 --milp-seconds 5|--milp-seconds is a knob of --recompute milp
 CASES
 # --save over --resume is how a run continues: not a usage error (the
 # checkpoint is missing here, an error of its own).

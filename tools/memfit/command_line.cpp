@@ -442,6 +442,12 @@ std::string check_combinations(CLI::App& app, Command& command) {
     }
     const Status checked = check_step_spec(*spec);
     if (!checked.is_ok()) return checked.message();
+    if (cmd->count("--milp-seconds") > 0) {
+      const auto t = resolve_techniques(*spec);
+      if (t && t->recompute != Recompute::milp) {
+        return "--milp-seconds is a knob of --recompute milp: add it or drop --milp-seconds";
+      }
+    }
     // Ranks come from mpirun for train, from --ranks for plan and maxbatch.
     const bool one_rank = cmd == train_cmd ? !launched_by_mpi() : spec->ranks == 1;
     if (spec->shard != Shard::none && one_rank) {
