@@ -135,6 +135,8 @@ TEST_P(OptimalOnTheZoo, NeverWorseThanSqrtOrBudgetAtTheirArenas) {
     const std::string what = model.name + " at the arena of " + std::string(name_of(other));
     EXPECT_LE(us.arena, them.arena) << what;
     EXPECT_LE(us.seconds, them.seconds + 1e-12) << what;
+    // Checkpoints count candidates kept, not values: never more than there are.
+    EXPECT_LE(ours->summary.checkpoints, ours->summary.candidates) << what;
   }
 }
 

@@ -263,7 +263,7 @@ Result<RecomputedGraph> apply_milp(Graph graph, size_t memory_budget, const Aren
         ": use --recompute optimal, or a smaller model");
   }
   const std::vector<Cut> candidates = checkpoint_candidates(graph);
-  TrialSet trials(graph, candidates.size(), arena_of, seconds, mirror);
+  TrialSet trials(graph, candidates, arena_of, seconds, mirror);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(candidates)));
   MEMFIT_RETURN_IF_ERROR(trials.plan(cut_values(candidates)).status());

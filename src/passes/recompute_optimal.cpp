@@ -196,10 +196,10 @@ std::vector<ValueId> chain_keep(const GraphChain& chain, const std::vector<Block
   return keep;
 }
 
-TrialSet::TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_of,
+TrialSet::TrialSet(const Graph& graph, std::vector<Cut> candidates, const ArenaOf& arena_of,
                    const NodeSeconds& seconds, bool mirror)
     : graph_(graph),
-      candidates_(candidates),
+      candidates_(std::move(candidates)),
       arena_of_(arena_of),
       seconds_(seconds),
       mirror_(mirror) {
@@ -232,7 +232,7 @@ Result<const PlannedTrial*> TrialSet::plan_trial(NestedCheckpoints nested, bool 
   for (const auto& [k, trial] : trials_) {
     if (k == key) return &trial;
   }
-  PlannedTrial trial{RecomputedGraph{graph_, {candidates_, 0, 0}}, 0, 0};
+  PlannedTrial trial{RecomputedGraph{graph_, {candidates_.size(), 0, 0}}, 0, 0};
   if (!plain || mirror_) {
     RecomputeOptions options;
     options.mirror = mirror_;
@@ -242,11 +242,7 @@ Result<const PlannedTrial*> TrialSet::plan_trial(NestedCheckpoints nested, bool 
       options.keep = sorted(nested.keep);
       options.levels = std::move(nested.levels);
       options.segment_ends = std::move(nested.segment_ends);
-      trial.result.summary.checkpoints = 0;
-      for (ValueId v : options.keep)
-        trial.result.summary.checkpoints += graph_.value(v).producer.valid();
-      for (const std::vector<ValueId>& level : options.levels)
-        trial.result.summary.checkpoints += level.size();
+      trial.result.summary.checkpoints = kept_cuts(candidates_, options);
       trial.result.summary.levels = options.levels.size();
     }
     RecomputeStats stats;
@@ -287,7 +283,7 @@ Result<RecomputedGraph> apply_optimal(Graph graph, size_t memory_budget, const A
   // The baselines are exactly sqrt's and greedy's checkpoint sets, over every
   // candidate (with mirror, the chain may have fewer).
   const std::vector<Cut> candidates = checkpoint_candidates(graph);
-  TrialSet trials(graph, candidates.size(), arena_of, seconds, mirror);
+  TrialSet trials(graph, candidates, arena_of, seconds, mirror);
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* plain, trials.plan({}, true));
   MEMFIT_ASSIGN_OR_RETURN(const PlannedTrial* sqrt, trials.plan(sqrt_checkpoints(candidates)));
   MEMFIT_RETURN_IF_ERROR(trials.plan(cut_values(candidates)).status());

@@ -218,7 +218,7 @@ struct PlannedTrial {
 class TrialSet {
  public:
   // With `mirror`, every rewrite mirrors too (RecomputeOptions::mirror).
-  TrialSet(const Graph& graph, size_t candidates, const ArenaOf& arena_of,
+  TrialSet(const Graph& graph, std::vector<Cut> candidates, const ArenaOf& arena_of,
            const NodeSeconds& seconds, bool mirror = false);
   // Rewrites with `keep` (plain: the graph as it is, or with mirror mirror
   // alone) and plans it, once per distinct set.
@@ -231,7 +231,7 @@ class TrialSet {
  private:
   Result<const PlannedTrial*> plan_trial(NestedCheckpoints nested, bool plain);
   const Graph& graph_;
-  size_t candidates_;
+  std::vector<Cut> candidates_;
   const ArenaOf& arena_of_;
   const NodeSeconds& seconds_;
   bool mirror_ = false;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <optional>
 #include <set>
+#include <unordered_set>
 #include <utility>
 
 #include "ir/phase.h"
@@ -148,6 +149,18 @@ NestedCheckpoints recursive_checkpoints(const std::vector<Cut>& candidates) {
   return nested;
 }
 
+size_t kept_cuts(const std::vector<Cut>& candidates, const RecomputeOptions& options) {
+  std::unordered_set<uint32_t> kept;
+  for (ValueId v : options.keep) kept.insert(v.idx());
+  for (const std::vector<ValueId>& level : options.levels) {
+    for (ValueId v : level) kept.insert(v.idx());
+  }
+  return static_cast<size_t>(std::count_if(candidates.begin(), candidates.end(), [&](const Cut& c) {
+    return std::all_of(c.values.begin(), c.values.end(),
+                       [&](ValueId v) { return kept.contains(v.idx()); });
+  }));
+}
+
 namespace {
 
 struct Trial {
@@ -157,11 +170,10 @@ struct Trial {
   size_t arena = 0;
 };
 
-Result<RecomputedGraph> rewrite(const Graph& graph, size_t candidates,
+Result<RecomputedGraph> rewrite(const Graph& graph, const std::vector<Cut>& candidates,
                                 const RecomputeOptions& options) {
-  size_t checkpoints = options.keep.size();
-  for (const auto& level : options.levels) checkpoints += level.size();
-  RecomputedGraph out{graph, {candidates, checkpoints, 0, options.levels.size()}};
+  RecomputedGraph out{
+      graph, {candidates.size(), kept_cuts(candidates, options), 0, options.levels.size()}};
   RecomputeStats stats;
   MEMFIT_RETURN_IF_ERROR(recompute(out.graph, options, &stats).status());
   out.summary.recomputed_nodes = stats.recomputed_nodes;
@@ -169,8 +181,9 @@ Result<RecomputedGraph> rewrite(const Graph& graph, size_t candidates,
 }
 
 // The graph without recomputation; with mirror, only cheap ops recomputed.
-Result<RecomputedGraph> plain_or_mirror(const Graph& graph, size_t candidates, bool mirror) {
-  if (!mirror) return RecomputedGraph{graph, {candidates, 0, 0, 0}};
+Result<RecomputedGraph> plain_or_mirror(const Graph& graph, const std::vector<Cut>& candidates,
+                                        bool mirror) {
+  if (!mirror) return RecomputedGraph{graph, {candidates.size(), 0, 0, 0}};
   RecomputeOptions options;
   options.mirror = true;
   options.keep_others = true;
@@ -195,10 +208,10 @@ Result<RecomputedGraph> search_budget(Graph graph, const std::vector<Cut>& candi
     Trial trial;
     trial.plain = plain;
     if (plain) {
-      MEMFIT_ASSIGN_OR_RETURN(trial.result, plain_or_mirror(graph, candidates.size(), mirror));
+      MEMFIT_ASSIGN_OR_RETURN(trial.result, plain_or_mirror(graph, candidates, mirror));
     } else {
       MEMFIT_ASSIGN_OR_RETURN(trial.result,
-                              rewrite(graph, candidates.size(), checkpointed(checkpoints, mirror)));
+                              rewrite(graph, candidates, checkpointed(checkpoints, mirror)));
       trial.checkpoints = checkpoints;
     }
     MEMFIT_ASSIGN_OR_RETURN(trial.arena, arena_of(trial.result.graph));
@@ -254,15 +267,15 @@ Result<RecomputedGraph> apply_recompute(Graph graph, Recompute strategy, size_t 
     return apply_recompute_costed(std::move(graph), strategy, memory_budget, arena_of, {},
                                   mirror);
   const std::vector<Cut> candidates = checkpoint_candidates(graph);
-  if (strategy == Recompute::none) return plain_or_mirror(graph, candidates.size(), mirror);
+  if (strategy == Recompute::none) return plain_or_mirror(graph, candidates, mirror);
   if (strategy == Recompute::sqrt)
-    return rewrite(graph, candidates.size(), checkpointed(sqrt_checkpoints(candidates), mirror));
+    return rewrite(graph, candidates, checkpointed(sqrt_checkpoints(candidates), mirror));
   if (strategy == Recompute::recursive) {
     NestedCheckpoints nested = recursive_checkpoints(candidates);
     RecomputeOptions options = checkpointed(std::move(nested.keep), mirror);
     options.levels = std::move(nested.levels);
     options.segment_ends = std::move(nested.segment_ends);
-    return rewrite(graph, candidates.size(), options);
+    return rewrite(graph, candidates, options);
   }
   return search_budget(std::move(graph), candidates, memory_budget, arena_of, mirror);
 }

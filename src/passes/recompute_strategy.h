@@ -81,10 +81,14 @@ using ArenaOf = std::function<Result<size_t>(const Graph&)>;
 // What a strategy did to a step graph.
 struct RecomputeSummary {
   size_t candidates = 0;        // cuts of the forward graph (checkpoint_candidates)
-  size_t checkpoints = 0;       // values of the kept cuts (at any level)
+  size_t checkpoints = 0;       // candidates whose values are all kept (at any level)
   size_t recomputed_nodes = 0;  // clones inserted
   size_t levels = 0;            // nested checkpoint levels below level 0 (recursive)
 };
+
+struct RecomputeOptions;
+// The candidates whose every value `options` keeps, at level 0 or nested.
+size_t kept_cuts(const std::vector<Cut>& candidates, const RecomputeOptions& options);
 
 struct RecomputedGraph {
   Graph graph;
