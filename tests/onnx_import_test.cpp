@@ -1507,6 +1507,33 @@ TEST(OnnxRefusals, UndefinedTensor) {
   EXPECT_TRUE(contains(message, "input 1 'nowhere' is not produced")) << message;
 }
 
+// Names that are not UTF-8 text (ONNX's strings are UTF-8) or hold control
+// characters would carry through into the SVG, JSON and text reports; the
+// message shows the bytes escaped. UTF-8 beyond ASCII is a name like another.
+TEST(OnnxRefusals, NamesThatAreNotText) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"K\xff\xfe", "the name \"K\\xff\\xfe\" of a node output is not UTF-8"},
+      {"x\x01y", "the name \"x\\x01y\" of a node output holds a control character"},
+      {"\xe2\x82", "is not UTF-8"},          // a sequence cut short
+      {"\xc0\xaf", "is not UTF-8"},          // overlong
+      {"\xed\xa0\x80", "is not UTF-8"},      // a surrogate
+      {"\xf4\x90\x80\x80", "is not UTF-8"},  // past U+10FFFF
+  };
+  for (const auto& [name, expected] : cases) {
+    OnnxModel m;
+    m.input("x", {4});
+    m.node("Relu", {"x"}, {name}, "/relu/Relu");
+    m.output(m.linear("fc", name, 4, 3));
+    const std::string message = refusal(m.bytes());
+    EXPECT_TRUE(contains(message, expected)) << message;
+  }
+  OnnxModel m;
+  m.input("x", {4});
+  m.node("Relu", {"x"}, {"r\xc3\xa9lu \xe2\x82\xac \xf0\x9f\x98\x80"}, "/relu/Relu");
+  m.output(m.linear("fc", "r\xc3\xa9lu \xe2\x82\xac \xf0\x9f\x98\x80", 4, 3));
+  EXPECT_TRUE(imported(m));
+}
+
 // Division by a tensor the graph computes (only by constants).
 TEST(OnnxRefusals, DivByComputedTensor) {
   OnnxModel m;

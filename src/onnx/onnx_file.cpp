@@ -6,10 +6,12 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "onnx/host_tensor.h"
 #include "onnx/onnx_file.h"
@@ -23,6 +25,77 @@ namespace {
 
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 constexpr uintmax_t kMaxOnnxBytes = INT32_MAX;  // protobuf's limit (SetTotalBytesLimit below)
+
+// Why `name` cannot name a tensor or a node, or "": ONNX's strings are UTF-8,
+// and memfit's reports (SVG, JSON, the text IR) carry names as they are.
+std::string name_problem(std::string_view name) {
+  for (size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) return "holds a control character";
+    // Continuation bytes after c, and the range of the first of them (which
+    // excludes overlong forms, surrogates and code points past U+10FFFF).
+    size_t extra = 0;
+    unsigned char low = 0x80, high = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2;
+      if (c == 0xe0) low = 0xa0;
+      if (c == 0xed) high = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3;
+      if (c == 0xf0) low = 0x90;
+      if (c == 0xf4) high = 0x8f;
+    } else if (c >= 0x80) {
+      return "is not UTF-8";
+    }
+    if (name.size() - i - 1 < extra) return "is not UTF-8";
+    for (size_t k = 1; k <= extra; ++k) {
+      const auto next = static_cast<unsigned char>(name[i + k]);
+      if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xbf)) return "is not UTF-8";
+    }
+    i += extra + 1;
+  }
+  return "";
+}
+
+// `name` with every byte outside printable ASCII as \xHH, for a message.
+std::string printable(std::string_view name) {
+  std::string out;
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// The first name in the graph that name_problem refuses, as an error.
+Status check_names(const onnx::GraphProto& graph, const std::string& what) {
+  const auto check = [&](const std::string& name, const char* of) -> Status {
+    const std::string problem = name_problem(name);
+    if (problem.empty()) return Status::ok();
+    return Status::error(what + ": the name \"" + printable(name) + "\" of " + of + " " + problem +
+                         "; rename it (names must be UTF-8 text)");
+  };
+  for (const auto& v : graph.input()) MEMFIT_RETURN_IF_ERROR(check(v.name(), "a graph input"));
+  for (const auto& v : graph.output()) MEMFIT_RETURN_IF_ERROR(check(v.name(), "a graph output"));
+  for (const auto& v : graph.value_info()) MEMFIT_RETURN_IF_ERROR(check(v.name(), "a value"));
+  for (const auto& t : graph.initializer()) {
+    MEMFIT_RETURN_IF_ERROR(check(t.name(), "an initializer"));
+  }
+  for (const auto& node : graph.node()) {
+    MEMFIT_RETURN_IF_ERROR(check(node.name(), "a node"));
+    for (const auto& in : node.input()) MEMFIT_RETURN_IF_ERROR(check(in, "a node input"));
+    for (const auto& out : node.output()) MEMFIT_RETURN_IF_ERROR(check(out, "a node output"));
+  }
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -51,6 +124,7 @@ Result<std::shared_ptr<const OnnxFile>> parse_onnx(const std::string& bytes, con
   }
   if (m.graph().input_size() == 0) return Status::error(what + " has a graph without inputs");
   if (m.graph().output_size() == 0) return Status::error(what + " has a graph without outputs");
+  MEMFIT_RETURN_IF_ERROR(check_names(m.graph(), what));
   return std::shared_ptr<const OnnxFile>(std::move(file));
 }
 
