@@ -129,6 +129,17 @@ TEST(FashionMnist, MissingLabelsFileIsNamed) {
   EXPECT_NE(data.message().find("dataset-fashion-mnist"), std::string::npos);
 }
 
+// A file that is there but is no regular file (here a directory) is named
+// as such, not as missing.
+TEST(FashionMnist, WhatIsNotARegularFileIsNamed) {
+  testing::ScratchDir dir;
+  fs::create_directory(dir.path() / "t10k-images-idx3-ubyte.gz");
+  Result<ImageDataset> data = load_fashion_mnist(dir.path().string(), false);
+  ASSERT_FALSE(data.is_ok());
+  EXPECT_NE(data.message().find("t10k-images-idx3-ubyte.gz: not a regular file"), std::string::npos)
+      << data.message();
+}
+
 TEST(FashionMnist, TruncatedGzipIsAnError) {
   testing::ScratchDir dir;
   const fs::path source(kDefaultFashionMnistDir);

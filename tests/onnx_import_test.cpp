@@ -1534,6 +1534,16 @@ TEST(OnnxRefusals, NamesThatAreNotText) {
   EXPECT_TRUE(imported(m));
 }
 
+// Two initializers of one name: the file is named once.
+TEST(OnnxRefusals, DuplicateInitializer) {
+  OnnxModel m;
+  m.input("x", {4});
+  m.output(m.linear("fc", m.linear("fc", "x", 4, 4), 4, 3));
+  const std::string message = refusal(m.bytes());
+  EXPECT_TRUE(message.starts_with("test.onnx: tensor 'fc.")) << message;
+  EXPECT_TRUE(contains(message, "is produced twice")) << message;
+}
+
 // Division by a tensor the graph computes (only by constants).
 TEST(OnnxRefusals, DivByComputedTensor) {
   OnnxModel m;

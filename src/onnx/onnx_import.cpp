@@ -20,6 +20,7 @@ std::string ImportContext::where() const {
 }
 
 Status ImportContext::error(const std::string& what) const {
+  if (node_ == nullptr) return Status::error(file_.what + ": " + what);
   return Status::error(file_.what + ": " + where() + ": " + what);
 }
 

@@ -38,6 +38,9 @@ std::string damaged(const std::string& path, const std::string& problem) {
 // corrupt header can never make it allocate more than the file really holds.
 Result<std::vector<uint8_t>> read_gz(const std::string& path) {
   std::error_code ignored;
+  if (std::filesystem::exists(path, ignored) && !std::filesystem::is_regular_file(path, ignored)) {
+    return Status::error(file_error(path, "not a regular file (a directory, a FIFO or a device)"));
+  }
   if (!std::filesystem::is_regular_file(path, ignored)) {
     return Status::error(
         "cannot find Fashion-MNIST file " + path +
