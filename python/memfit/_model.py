@@ -14,6 +14,9 @@ class Model:
 
     def __init__(self, path, loss="cross-entropy"):
         self.path = os.fspath(path)
+        if not isinstance(loss, str):
+            raise TypeError(f"memfit.Model: loss={loss!r}: a string, \"cross-entropy\" or "
+                            "\"mse\"")
         self.loss = loss
         self._cleanup = None  # from_torch: removes its temporary directory
 

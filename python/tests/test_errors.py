@@ -179,3 +179,14 @@ def test_numbers_and_paths_become_flag_values(tmp_path):
     assert as_numbers == as_text
     with pytest.raises(memfit.UsageError, match="not a number"):
         memfit.plan(model="lenet", batch=8, lr="fast")
+    # Whole floats are integers to the command line (budget=1e9 read '1e+09'
+    # as a number with the unit 'e+09'); others keep their digits.
+    assert memfit.plan(model="lenet", batch=8.0, budget=1e9) == \
+        memfit.plan(model="lenet", batch=8, budget="1000000000")
+    with pytest.raises(memfit.UsageError, match="--batch"):
+        memfit.plan(model="lenet", batch=2.5)
+
+
+def test_a_models_loss_is_a_string():
+    with pytest.raises(TypeError, match="loss=None"):
+        memfit.Model("net.onnx", loss=None)
