@@ -241,4 +241,10 @@ Result<AutoGraph> auto_step_graph(Graph step, const PolicyContext& context) {
   return AutoGraph{std::move(best->graph), std::move(best->summary)};
 }
 
+std::string auto_recomputed_text(std::string_view choice, size_t values, size_t nodes) {
+  const std::string in_nodes = std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
+  if (choice != kPerTensorChoice) return in_nodes;
+  return std::to_string(values) + (values == 1 ? " value in " : " values in ") + in_nodes;
+}
+
 }  // namespace memfit

@@ -61,6 +61,9 @@ namespace memfit {
 // The choice of the per-tensor plan, which counts its recomputation in
 // values (recomputed_values); the whole-family plans count it in nodes.
 inline constexpr std::string_view kPerTensorChoice = "per-tensor";
+// What auto's plan `choice` recomputed, as every report says it: "12 values
+// in 30 nodes" (the per-tensor plan) or "30 nodes" (a whole-family plan).
+std::string auto_recomputed_text(std::string_view choice, size_t values, size_t nodes);
 
 struct AutoSummary {
   std::string choice;  // the plan that won: keep, per-tensor, recompute, recompute+mirror,

@@ -182,11 +182,9 @@ std::string max_batch_text(const PlanRequest& request, const MaxBatchReport& rep
   }
   out += "  recomputed nodes     " + std::to_string(p.recomputed_nodes) + "\n";
   if (t.automatic) {
-    const std::string recomputed = p.auto_choice == kPerTensorChoice
-                                       ? std::to_string(p.recomputed_values) + " values"
-                                       : std::to_string(p.recomputed_nodes) + " nodes";
-    out += "  auto's plan          " + p.auto_choice + " (" + recomputed + " recomputed, " +
-           std::to_string(p.swapped_values) + " swapped)\n";
+    out += "  auto's plan          " + p.auto_choice + " (" +
+           auto_recomputed_text(p.auto_choice, p.recomputed_values, p.recomputed_nodes) +
+           " recomputed, " + std::to_string(p.swapped_values) + " swapped)\n";
   }
   out += "  step time            " + seconds_text(p.predicted_step_seconds) +
          " s (predicted by the " + std::string(name_of(t.cost)) + " cost model, not measured)\n";

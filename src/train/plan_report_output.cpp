@@ -332,12 +332,10 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
                 t.automatic ? "by auto" : std::string(name_of(t.swap)).c_str());
   if (t.automatic) {
     out += format("  %-20s %12s  (plan chosen: %s)\n", "policy", "auto", report.auto_choice.c_str());
-    if (report.auto_choice == kPerTensorChoice) {
-      out += format("  %-20s %12zu values, %zu nodes\n", "recomputed", report.recomputed_values,
-                    report.recomputed_nodes);
-    } else {
-      out += format("  %-20s %12zu nodes\n", "recomputed", report.recomputed_nodes);
-    }
+    out += format(
+        "  %-20s %12s\n", "recomputed",
+        auto_recomputed_text(report.auto_choice, report.recomputed_values, report.recomputed_nodes)
+            .c_str());
   }
   if (t.swap != Swap::none || t.automatic) {
     out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,

@@ -245,14 +245,11 @@ void log_run_setup(const TrainOptions& options, const TrainingProgram& program,
   }
   if (t.automatic) {
     const AutoSummary& a = program.auto_summary();
-    // The per-tensor plan recomputes candidates; the whole-family plans, nodes.
     const std::string recomputed =
-        a.choice == kPerTensorChoice
-            ? format("%zu of %zu candidate values recomputed", a.recomputed_values, a.candidates)
-            : format("%zu nodes recomputed", a.recompute.recomputed_nodes);
+        auto_recomputed_text(a.choice, a.recomputed_values, a.recompute.recomputed_nodes);
     log(
-        format("policy auto: plan %s chosen (%s, %zu swapped), arena %zu bytes, predicted step "
-               "%.6f s",
+        format("policy auto: plan %s chosen (%s recomputed, %zu swapped), arena %zu bytes, "
+               "predicted step %.6f s",
                a.choice.c_str(), recomputed.c_str(), a.swap.swapped_values, a.arena_bytes,
                a.predicted_step_seconds));
   }
