@@ -5,15 +5,10 @@
 #include <algorithm>
 #include <string>
 
+#include "core/hash.h"
+
 namespace memfit {
 namespace {
-
-// FNV-1a over `bytes` bytes at `data`, continuing from `h`.
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 // FNV-1a over the bytes of the parameters and the optimizer state, in
 // checkpoint order (batch-norm running statistics are each rank's own).
@@ -27,6 +22,15 @@ Result<uint64_t> state_hash(const TrainingProgram& program) {
     h = fnv1a(data.data(), data.size() * sizeof(float), h);
   }
   return h;
+}
+
+// The highest rank whose `mine` is not rank 0's, or -1 when every rank's is.
+Result<int> rank_unlike_rank0(Communicator& comm, uint64_t mine) {
+  uint64_t first = mine;
+  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
+  double differing = mine != first ? comm.rank() : -1;
+  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&differing, 1));
+  return static_cast<int>(differing);
 }
 
 }  // namespace
@@ -43,6 +47,7 @@ uint64_t settings_hash(const TrainOptions& o, const TrainingProgram& program,
   std::string text = o.step.model.name + '|' + std::to_string(program.step_graph().num_nodes()) +
                      '|' + std::to_string(program.step_executable().plan().arena_bytes);
   for (const auto& [name, shape] : program.state_shapes()) text += '|' + name + shape_string(shape);
+  text += '|' + data.description();
   for (const double v :
        {static_cast<double>(o.step.model.batch), static_cast<double>(o.step.accumulate),
         static_cast<double>(data.train_count()), static_cast<double>(data.test_count()),
@@ -57,25 +62,22 @@ uint64_t settings_hash(const TrainOptions& o, const TrainingProgram& program,
 }
 
 Status check_same_settings(Communicator& comm, uint64_t mine) {
-  uint64_t first = mine;
-  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
-  MEMFIT_ASSIGN_OR_RETURN(const bool differ, any_rank(comm, first != mine));
-  if (!differ) return Status::ok();
+  MEMFIT_ASSIGN_OR_RETURN(const int differing, rank_unlike_rank0(comm, mine));
+  if (differing < 0) return Status::ok();
   return Status::error(
-      "the ranks were started with different settings (model, step flags, data, "
-      "optimizer or run flags): give every rank of mpirun the same command line");
+      "the ranks were started with different settings (model, step flags, "
+      "data, optimizer or run flags; rank " +
+      std::to_string(differing) +
+      "'s differ from rank 0's): give every rank of mpirun the same command line");
 }
 
 Status check_replicas(const TrainingProgram& program, Communicator& comm, int64_t step) {
   MEMFIT_ASSIGN_OR_RETURN(const uint64_t mine, state_hash(program));
-  uint64_t first = mine;
-  MEMFIT_RETURN_IF_ERROR(comm.broadcast(&first, sizeof first, 0));
-  double differing = mine != first ? comm.rank() : -1;
-  MEMFIT_RETURN_IF_ERROR(comm.all_reduce_max(&differing, 1));
+  MEMFIT_ASSIGN_OR_RETURN(const int differing, rank_unlike_rank0(comm, mine));
   if (differing < 0) return Status::ok();
-  return Status::error(
-      "the parameters or optimizer state of rank " + std::to_string(static_cast<int>(differing)) +
-      " differ from rank 0's after optimizer step " + std::to_string(step) + " (--check-replicas)");
+  return Status::error("the parameters or optimizer state of rank " + std::to_string(differing) +
+                       " differ from rank 0's after optimizer step " + std::to_string(step) +
+                       " (--check-replicas)");
 }
 
 // Rank 0's batch-norm running statistics, in every rank's arena: each rank

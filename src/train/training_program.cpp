@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/host_memory.h"
 #include "core/random.h"
 #include "onnx/model_source.h"
@@ -12,16 +13,6 @@
 #include "step/step_budget.h"
 
 namespace memfit {
-
-namespace {
-
-uint64_t name_hash(const std::string& name) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec& spec,
                                                                  int64_t eval_batch, bool poison,
@@ -88,7 +79,7 @@ void TrainingProgram::init_state(StateStore& state, uint64_t seed) const {
     auto it = init_.find(name);
     if (it == init_.end()) continue;  // optimizer state and accumulators start at zero
     const Init& init = it->second;
-    const uint64_t key = name_hash(name);
+    const uint64_t key = fnv1a(name);
     for (size_t i = 0; i < data.size(); ++i) {
       switch (init.kind) {
         case Init::Kind::zeros:
