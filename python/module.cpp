@@ -28,8 +28,15 @@ namespace {
 PyObject* error_type = nullptr;        // memfit.Error (RuntimeError)
 PyObject* usage_error_type = nullptr;  // memfit.UsageError (memfit.Error and ValueError)
 
+// A message may quote bytes of a file (a checkpoint's names) that are not
+// UTF-8: those become U+FFFD rather than a UnicodeDecodeError in its place.
 [[noreturn]] void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
+  PyObject* text =
+      PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
+  if (text != nullptr) {
+    PyErr_SetObject(type, text);
+    Py_DECREF(text);
+  }
   throw py::error_already_set();
 }
 

@@ -1514,10 +1514,11 @@ TEST(OnnxRefusals, NamesThatAreNotText) {
   const std::pair<std::string, std::string> cases[] = {
       {"K\xff\xfe", "the name \"K\\xff\\xfe\" of a node output is not UTF-8"},
       {"x\x01y", "the name \"x\\x01y\" of a node output holds a control character"},
-      {"\xe2\x82", "is not UTF-8"},          // a sequence cut short
-      {"\xc0\xaf", "is not UTF-8"},          // overlong
-      {"\xed\xa0\x80", "is not UTF-8"},      // a surrogate
-      {"\xf4\x90\x80\x80", "is not UTF-8"},  // past U+10FFFF
+      {"\xe2\x82", "is not UTF-8"},                 // a sequence cut short
+      {"\xc0\xaf", "is not UTF-8"},                 // overlong
+      {"\xed\xa0\x80", "is not UTF-8"},             // a surrogate
+      {"\xf4\x90\x80\x80", "is not UTF-8"},         // past U+10FFFF
+      {"a\xef\xbf\xbf", "holds U+FFFE or U+FFFF"},  // not an XML character
   };
   for (const auto& [name, expected] : cases) {
     OnnxModel m;

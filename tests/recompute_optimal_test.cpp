@@ -138,6 +138,12 @@ TEST_P(OptimalOnTheZoo, NeverWorseThanSqrtOrBudgetAtTheirArenas) {
     // Checkpoints count candidates kept, not values: never more than there are.
     EXPECT_LE(ours->summary.checkpoints, ours->summary.candidates) << what;
   }
+  // Within the plain arena optimal stores whole blocks, whose values are not
+  // candidates: still no more checkpoints than candidates.
+  const size_t plain = arena_of(step).value();
+  auto roomy = apply_optimal(step, plain, arena_of, cost);
+  ASSERT_TRUE(roomy.is_ok()) << roomy.message();
+  EXPECT_LE(roomy->summary.checkpoints, roomy->summary.candidates) << model.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -2,12 +2,12 @@
 
 Every keyword is a flag of the `memfit` command line with its dashes as
 underscores: ``batch=8`` is ``--batch 8``, ``budget="2GiB"`` is ``--budget
-2GiB``, ``no_sharing=True`` is ``--no-sharing``; a float that is a whole
-number is written as an integer (``budget=4e9`` is ``--budget 4000000000``). ``True`` gives a flag that
-takes no value, ``False`` and ``None`` leave a setting out (its default).
-``model`` is a zoo name or a :class:`memfit.Model` (an ONNX file, from
-:func:`memfit.from_torch`); ``onnx`` a path. The command line's parser
-checks them all, with its messages, before anything runs.
+2GiB``, ``no_sharing=True`` is ``--no-sharing``; a float that is a whole number
+is written as an integer (``budget=1e16`` is ``--budget 10000000000000000``).
+``True`` gives a flag that takes no value, ``False`` and ``None`` leave a
+setting out (its default). ``model`` is a zoo name or a :class:`memfit.Model`
+(an ONNX file, from :func:`memfit.from_torch`); ``onnx`` a path. The command
+line's parser checks them all, with its messages, before anything runs.
 """
 
 import numbers
@@ -23,9 +23,9 @@ def _value_text(key, value):
         return str(int(value))
     if isinstance(value, numbers.Real):  # float, numpy's floats
         number = float(value)
-        # A whole number as an integer (budget=1e9, batch=8.0), which every
-        # integer flag reads; 2^53 is the last float that counts exactly.
-        if number.is_integer() and abs(number) <= 2.0**53:
+        # A whole number as an integer (budget=1e16, batch=8.0), which every
+        # integer flag reads: repr writes 1e16 and above with an exponent.
+        if number.is_integer():
             return str(int(number))
         return repr(number)
     raise TypeError(f"memfit: {key}={value!r}: a setting is a string, a number or a bool, "

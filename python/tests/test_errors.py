@@ -155,6 +155,25 @@ def test_missing_files(cli, tmp_path):
     assert str(error) == run.error_message() and str(checkpoint) in str(error)
 
 
+def test_messages_quoting_bytes_that_are_not_utf8(tmp_path):
+    """A checkpoint whose model name is not UTF-8 (edited, with its CRC fixed)
+    raises memfit.Error with U+FFFD in the name's place, not UnicodeDecodeError."""
+    import struct
+    import zlib
+    path = tmp_path / "run.ck"
+    settings = dict(model="lenet", synthetic=True, epochs=1, limit=32, batch=16, log=None)
+    memfit.train(save=path, **settings)
+    data = bytearray(path.read_bytes())
+    payload = data[24:]
+    assert payload[4:9] == b"lenet"
+    payload[8] = 0xFF
+    data[20:24] = struct.pack("<I", zlib.crc32(payload))
+    data[24:] = payload
+    path.write_bytes(bytes(data))
+    error = raised(memfit.train, resume=path, **dict(settings, epochs=2))
+    assert "'lene\ufffd'" in str(error)
+
+
 def test_unwritable_timeline(cli, tmp_path):
     path = tmp_path / "no-such-directory" / "t.svg"
     run = cli("plan", "--model", "lenet", "--batch", "4", "--timeline", path, "--json")
@@ -181,8 +200,8 @@ def test_numbers_and_paths_become_flag_values(tmp_path):
         memfit.plan(model="lenet", batch=8, lr="fast")
     # Whole floats are integers to the command line (budget=1e9 read '1e+09'
     # as a number with the unit 'e+09'); others keep their digits.
-    assert memfit.plan(model="lenet", batch=8.0, budget=1e9) == \
-        memfit.plan(model="lenet", batch=8, budget="1000000000")
+    assert memfit.plan(model="lenet", batch=8.0, budget=1e16) == \
+        memfit.plan(model="lenet", batch=8, budget="10000000000000000")
     with pytest.raises(memfit.UsageError, match="--batch"):
         memfit.plan(model="lenet", batch=2.5)
 

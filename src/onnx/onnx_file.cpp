@@ -26,7 +26,8 @@ namespace {
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 constexpr uintmax_t kMaxOnnxBytes = INT32_MAX;  // protobuf's limit (SetTotalBytesLimit below)
 
-// Why `name` cannot name a tensor or a node, or "": ONNX's strings are UTF-8,
+// Why `name` cannot name a tensor, a node, an operator or an attribute, or
+// "": ONNX's strings are UTF-8,
 // and memfit's reports (SVG, JSON, the text IR) carry names as they are.
 std::string name_problem(std::string_view name) {
   for (size_t i = 0; i < name.size();) {
@@ -53,6 +54,11 @@ std::string name_problem(std::string_view name) {
     for (size_t k = 1; k <= extra; ++k) {
       const auto next = static_cast<unsigned char>(name[i + k]);
       if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xbf)) return "is not UTF-8";
+    }
+    // U+FFFE and U+FFFF, which XML (the SVG) does not allow.
+    if (c == 0xef && static_cast<unsigned char>(name[i + 1]) == 0xbf &&
+        static_cast<unsigned char>(name[i + 2]) >= 0xbe) {
+      return "holds U+FFFE or U+FFFF";
     }
     i += extra + 1;
   }
@@ -91,6 +97,9 @@ Status check_names(const onnx::GraphProto& graph, const std::string& what) {
   }
   for (const auto& node : graph.node()) {
     MEMFIT_RETURN_IF_ERROR(check(node.name(), "a node"));
+    MEMFIT_RETURN_IF_ERROR(check(node.op_type(), "an operator"));
+    MEMFIT_RETURN_IF_ERROR(check(node.domain(), "a domain"));
+    for (const auto& a : node.attribute()) MEMFIT_RETURN_IF_ERROR(check(a.name(), "an attribute"));
     for (const auto& in : node.input()) MEMFIT_RETURN_IF_ERROR(check(in, "a node input"));
     for (const auto& out : node.output()) MEMFIT_RETURN_IF_ERROR(check(out, "a node output"));
   }

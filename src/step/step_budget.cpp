@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -61,31 +63,45 @@ std::string as_given(const Candidate& c, const StepSpec& user) {
 
 // The arena and flags of each of `tries` that compiles (nullopt where it does
 // not). They are independent, and the search runs while a user waits for an
-// error, so they compile on one thread per core, each taking the next one
-// not taken, from the last: auto and the optimal strategies, the slowest to
-// plan, come last in `tries` and so start first. Measured costs time kernels, and the cuda backend
-// measures its link and holds the GPU's library handles: those compile one at a time.
+// error, so they compile on up to kMaxSearchThreads threads (each holds a
+// step graph of its own), at most --threads or one per core, each taking the
+// next one not taken, from the last: auto and the optimal strategies, the
+// slowest to plan, come last in `tries` and so start first. Measured costs
+// time kernels, and the cuda backend measures its link and holds the GPU's
+// library handles: those compile one at a time.
 std::vector<std::optional<Candidate>> compile_candidates(const std::vector<StepSpec>& tries,
                                                          const StepSpec& spec) {
+  constexpr size_t kMaxSearchThreads = 4;
   std::vector<std::optional<Candidate>> compiled(tries.size());
   std::atomic<size_t> taken{0};
+  std::vector<std::exception_ptr> failures;  // an exception of a thread, for the caller
+  std::mutex failures_mutex;
   const auto work = [&] {
-    for (size_t k = taken++; k < tries.size(); k = taken++) {
-      const size_t i = tries.size() - 1 - k;
-      auto step = compile_step(tries[i]);
-      if (step) {
-        compiled[i] =
-            Candidate{step->apply->plan().arena_bytes, technique_flags(step->techniques), tries[i]};
+    try {
+      for (size_t k = taken++; k < tries.size(); k = taken++) {
+        const size_t i = tries.size() - 1 - k;
+        auto step = compile_step(tries[i]);
+        if (step) {
+          compiled[i] = Candidate{step->apply->plan().arena_bytes,
+                                  technique_flags(step->techniques), tries[i]};
+        }
       }
+    } catch (...) {
+      taken = tries.size();  // the others stop after their current one
+      const std::lock_guard<std::mutex> lock(failures_mutex);
+      failures.push_back(std::current_exception());
     }
   };
   const bool one_at_a_time = spec.cost == CostModel::measured || spec.backend == "cuda";
+  const size_t cores =
+      spec.threads > 0 ? static_cast<size_t>(spec.threads) : std::thread::hardware_concurrency();
   const size_t threads =
-      one_at_a_time ? 1 : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, tries.size());
+      one_at_a_time ? 1 : std::clamp<size_t>(cores, 1, std::min(kMaxSearchThreads, tries.size()));
   std::vector<std::thread> helpers;
   for (size_t k = 1; k < threads; ++k) helpers.emplace_back(work);
   work();
   for (std::thread& helper : helpers) helper.join();
+  if (!failures.empty()) std::rethrow_exception(failures.front());
   return compiled;
 }
 

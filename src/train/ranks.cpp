@@ -15,7 +15,7 @@ namespace {
 Result<uint64_t> state_hash(const TrainingProgram& program) {
   StateStore state;
   MEMFIT_RETURN_IF_ERROR(program.store_state(state));
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aOffset;
   for (const auto& [name, shape] : program.state_shapes()) {
     if (program.is_model_state(name)) continue;
     const std::vector<float>& data = state[name];

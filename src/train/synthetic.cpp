@@ -55,15 +55,37 @@ uint32_t bits(uint64_t seed, uint64_t stream, int64_t example, uint64_t index) {
 // Class count of the rows of the model's logits.
 int64_t classes_of(const Model& model) { return model.graph.value(model.logits).type.shape.at(1); }
 
-// The token ids every embedding table of `model` can look up: the fewest rows
-// of any (an id past a table's rows stops the run), or `classes` if more.
+// The token ids every embedding table that looks up the data can take: the
+// fewest rows of a table whose ids come from the model's inputs (an id past
+// a table's rows stops the run; tables of positions, looked up by ids the
+// model makes, do not count), or `classes` if more.
 int64_t ids_below(const Model& model, int64_t classes) {
+  std::vector<bool> from_data(model.graph.num_values(), false);
+  for (const ValueId in : model.inputs) from_data[in.idx()] = true;
   int64_t rows = classes;
-  for (const Node& node : model.graph.nodes()) {
-    if (node.op != OpKind::embedding) continue;
-    rows = std::min(rows, model.graph.value(node.inputs.at(1)).type.shape.at(0));
+  for (const Node& node : model.graph.nodes()) {  // in topological order
+    const bool reads_data = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                        [&](ValueId v) { return from_data[v.idx()]; });
+    if (!reads_data) continue;
+    for (const ValueId out : node.outputs) from_data[out.idx()] = true;
+    if (node.op == OpKind::embedding && from_data[node.inputs.at(0).idx()]) {
+      rows = std::min(rows, model.graph.value(node.inputs.at(1)).type.shape.at(0));
+    }
   }
   return rows;
+}
+
+// The shapes of one example of each data input, for the identity.
+std::string example_shapes(const Model& model) {
+  std::string text;
+  for (const ValueId in : model.inputs) {
+    if (in == model.labels) continue;
+    const Value& v = model.graph.value(in);
+    const Shape& shape = v.type.shape;
+    text += (text.empty() ? "" : ", ") + v.name + " " +
+            shape_string(Shape(shape.begin() + std::min<size_t>(1, shape.size()), shape.end()));
+  }
+  return text;
 }
 
 class SyntheticSource : public DataSource {
@@ -71,14 +93,15 @@ class SyntheticSource : public DataSource {
   // side: images (C, side, side) and volumes (C, side, side, side); else 0.
   // vocab: token ids lie in [0, vocab) (tokens and pairs; else unused).
   SyntheticSource(DataKind kind, int64_t classes, int64_t vocab, int64_t side, int64_t train_count,
-                  int64_t test_count, uint64_t seed)
+                  int64_t test_count, uint64_t seed, std::string shapes)
       : kind_(kind),
         classes_(classes),
         vocab_(vocab),
         side_(side),
         train_(train_count),
         test_(test_count),
-        seed_(seed) {}
+        seed_(seed),
+        shapes_(std::move(shapes)) {}
 
   std::string description() const override {
     const bool ids = kind_ == DataKind::tokens || kind_ == DataKind::pairs;
@@ -89,9 +112,9 @@ class SyntheticSource : public DataSource {
                 : "") +
            ")";
   }
-  // Example i is a function of (seed, i) and the model's shapes, which the
-  // checkpoint records apart.
-  std::string identity() const override { return description(); }
+  // Example i is a function of (seed, i), which the checkpoint records
+  // apart, and of the shapes of the model's inputs.
+  std::string identity() const override { return description() + " of " + shapes_; }
   int64_t train_count() const override { return train_; }
   int64_t test_count() const override { return test_; }
 
@@ -244,6 +267,7 @@ class SyntheticSource : public DataSource {
   DataKind kind_;
   int64_t classes_, vocab_, side_, train_, test_;
   uint64_t seed_;
+  std::string shapes_;  // example_shapes
 };
 
 // The shape of input `name` of `model`, or an error naming the kind.
@@ -285,6 +309,7 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
     }
     case DataKind::tokens:
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "tokens").status());
+      if (ids_below(model, classes) < 1) return Status::error("tokens need a vocabulary");
       break;
     case DataKind::pairs:
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "source").status());
@@ -303,8 +328,9 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
       break;
     }
   }
-  return std::unique_ptr<DataSource>(std::make_unique<SyntheticSource>(
-      kind, classes, ids_below(model, classes), side, train_count, test_count, seed));
+  return std::unique_ptr<DataSource>(
+      std::make_unique<SyntheticSource>(kind, classes, ids_below(model, classes), side, train_count,
+                                        test_count, seed, example_shapes(model)));
 }
 
 }  // namespace memfit

@@ -111,7 +111,7 @@ refused "not a regular file" train --model lenet --synthetic --epochs 1 --limit 
 refused "directory $dir/nodir" plan --model lenet --batch 8 --timeline "$dir/nodir/t.svg"
 # A checkpoint trained on Fashion-MNIST does not resume on other examples,
 # even with as many of them.
-refused "the training data: Fashion-MNIST (training set CRC-32 [0-9a-f]*) in the checkpoint, synthetic images (10 classes) now" \
+refused "the training data: Fashion-MNIST (training set CRC-32 [0-9a-f]*) in the checkpoint, synthetic images (10 classes) of images \[1,28,28\] now" \
   train --model mlp --epochs 2 --batch 50 --limit 1000 --synthetic --resume "$dir/mlp.ckpt"
 echo "cli_train: ok"
 # A run that needs more memory than the machine has is refused before

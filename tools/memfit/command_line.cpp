@@ -409,7 +409,6 @@ std::string check_distinct_outputs(const NamedPaths& outputs, const NamedPaths& 
 
 // The settings of every subcommand checked together; empty: fine, else the
 // message of a usage error.
-
 std::string check_combinations(CLI::App& app, Command& command) {
   CLI::App* train_cmd = app.get_subcommand("train");
   CLI::App* plan_cmd = app.get_subcommand("plan");
