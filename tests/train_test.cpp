@@ -260,39 +260,44 @@ TEST(Resume, RefusesBadCheckpoints) {
   expect_refused(25, 1, "(--batch times the ranks) 50 in the checkpoint, 25 now");
   expect_refused(50, 3, "--epochs 1 in the checkpoint, 3 now");
 
-  // A checkpoint whose state holds a NaN (here written by hand) is refused by name.
-  Result<Checkpoint> saved = load_checkpoint(path);
-  ASSERT_TRUE(saved) << saved.message();
-  NamedTensor& first_tensor =
-      *std::min_element(saved->tensors.begin(), saved->tensors.end(),
-                        [](const NamedTensor& a, const NamedTensor& b) { return a.name < b.name; });
-  first_tensor.data.back() = std::numeric_limits<float>::quiet_NaN();
-  const std::string nan_path = dir.file("nan.ckpt");
-  ASSERT_TRUE(save_checkpoint(nan_path, *saved).is_ok());
-  TrainOptions nan_run = small_run("lenet");
-  nan_run.epochs = 1;
-  nan_run.resume_path = nan_path;
-  auto with_nan = train(nan_run, quiet);
-  ASSERT_FALSE(with_nan.is_ok());
-  EXPECT_EQ(with_nan.message(), "tensor '" + first_tensor.name +
-                                    "' holds a NaN or an infinity in checkpoint " + nan_path);
+  // The checkpoint edited by hand by `edit`, saved as `name`, and resumed
+  // for `epochs`: its file and the run's result.
+  const auto resume_edited = [&](const std::string& name, int64_t epochs, const auto& edit) {
+    Result<Checkpoint> saved = load_checkpoint(path);
+    EXPECT_TRUE(saved) << saved.message();
+    edit(*saved);
+    const std::string edited_path = dir.file(name);
+    EXPECT_TRUE(save_checkpoint(edited_path, *saved).is_ok());
+    TrainOptions o = small_run("lenet");
+    o.epochs = epochs;
+    o.resume_path = edited_path;
+    return std::pair{edited_path, train(o, quiet)};
+  };
 
-  // An optimizer step that does not follow from the micro-batch (here
-  // written by hand) is refused: AdamW's bias correction and the schedule
-  // would read it.
-  Result<Checkpoint> edited = load_checkpoint(path);
-  ASSERT_TRUE(edited) << edited.message();
-  edited->optimizer_step = -3;
-  edited->run.epochs = 2;  // a run with an epoch left
-  const std::string edited_path = dir.file("edited.ckpt");
-  ASSERT_TRUE(save_checkpoint(edited_path, *edited).is_ok());
-  TrainOptions edited_run = small_run("lenet");
-  edited_run.epochs = 2;
-  edited_run.resume_path = edited_path;
-  auto with_edit = train(edited_run, quiet);
+  // A checkpoint whose state holds a NaN is refused by name.
+  std::string first_name;
+  const auto [nan_path, with_nan] = resume_edited("nan.ckpt", 1, [&](Checkpoint& ck) {
+    NamedTensor& first = *std::min_element(
+        ck.tensors.begin(), ck.tensors.end(),
+        [](const NamedTensor& a, const NamedTensor& b) { return a.name < b.name; });
+    first.data.back() = std::numeric_limits<float>::quiet_NaN();
+    first_name = first.name;
+  });
+  ASSERT_FALSE(with_nan.is_ok());
+  EXPECT_EQ(with_nan.message(),
+            "tensor '" + first_name + "' holds a NaN or an infinity in checkpoint " + nan_path);
+
+  // An optimizer step that does not follow from the micro-batch is refused:
+  // AdamW's bias correction and the schedule would read it.
+  int64_t micro_step = 0;
+  const auto [edited_path, with_edit] = resume_edited("edited.ckpt", 2, [&](Checkpoint& ck) {
+    ck.optimizer_step = -3;
+    ck.run.epochs = 2;  // a run with an epoch left
+    micro_step = ck.micro_step;
+  });
   ASSERT_FALSE(with_edit.is_ok());
   EXPECT_NE(with_edit.message().find("its optimizer step -3 disagrees with its micro-batch " +
-                                     std::to_string(edited->micro_step)),
+                                     std::to_string(micro_step)),
             std::string::npos)
       << with_edit.message();
 
