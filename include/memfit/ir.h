@@ -201,6 +201,9 @@ class Graph {
 
 // The text form of a graph: print_graph(parse_graph(s)) == s for every printed graph.
 std::string print_graph(const Graph& graph);
+// `name` as the text form writes it: bare when made of letters, digits and
+// `._-/:`, else in double quotes with \" \\ and \xHH escapes (plain ASCII).
+std::string quoted_name(std::string_view name);
 Result<Graph> parse_graph(std::string_view text);
 
 }  // namespace memfit

@@ -218,6 +218,12 @@ class Printer {
 
 }  // namespace
 
+std::string quoted_name(std::string_view name) {
+  std::string out;
+  append_name(out, name);
+  return out;
+}
+
 std::string print_graph(const Graph& graph) { return Printer(graph).print(); }
 
 }  // namespace memfit

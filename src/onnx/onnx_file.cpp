@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +26,8 @@ constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 constexpr uintmax_t kMaxOnnxBytes = INT32_MAX;  // protobuf's limit (SetTotalBytesLimit below)
 
 // Why `name` cannot name a tensor, a node, an operator or an attribute, or
-// "": ONNX's strings are UTF-8,
-// and memfit's reports (SVG, JSON, the text IR) carry names as they are.
+// "": ONNX's strings are UTF-8, and memfit's reports (SVG, JSON, the text
+// IR) carry names as they are.
 std::string name_problem(std::string_view name) {
   for (size_t i = 0; i < name.size();) {
     const auto c = static_cast<unsigned char>(name[i]);
@@ -65,28 +64,12 @@ std::string name_problem(std::string_view name) {
   return "";
 }
 
-// `name` with every byte outside printable ASCII as \xHH, for a message.
-std::string printable(std::string_view name) {
-  std::string out;
-  for (const char ch : name) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f) {
-      out += ch;
-    } else {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
-
 // The first name in the graph that name_problem refuses, as an error.
 Status check_names(const onnx::GraphProto& graph, const std::string& what) {
   const auto check = [&](const std::string& name, const char* of) -> Status {
     const std::string problem = name_problem(name);
     if (problem.empty()) return Status::ok();
-    return Status::error(what + ": the name \"" + printable(name) + "\" of " + of + " " + problem +
+    return Status::error(what + ": the name " + quoted_name(name) + " of " + of + " " + problem +
                          "; rename it (names must be UTF-8 text)");
   };
   for (const auto& v : graph.input()) MEMFIT_RETURN_IF_ERROR(check(v.name(), "a graph input"));

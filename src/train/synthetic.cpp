@@ -296,6 +296,7 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
                          std::string(data_kind_name(kind)) + " need class labels (cross-entropy)");
   }
   const int64_t classes = classes_of(model);
+  const int64_t vocab = ids_below(model, classes);  // tokens and pairs
   int64_t side = 0;
   switch (kind) {
     case DataKind::images: {
@@ -309,14 +310,12 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
     }
     case DataKind::tokens:
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "tokens").status());
-      if (ids_below(model, classes) < 1) return Status::error("tokens need a vocabulary");
+      if (vocab < 1) return Status::error("tokens need a vocabulary");
       break;
     case DataKind::pairs:
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "source").status());
       MEMFIT_RETURN_IF_ERROR(input_shape(model, kind, "target_in").status());
-      if (ids_below(model, classes) < 2) {
-        return Status::error("pairs need a vocabulary of at least 2 tokens");
-      }
+      if (vocab < 2) return Status::error("pairs need a vocabulary of at least 2 tokens");
       break;
     case DataKind::volumes: {
       MEMFIT_ASSIGN_OR_RETURN(Shape volume, input_shape(model, kind, "volume"));
@@ -328,9 +327,8 @@ Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model&
       break;
     }
   }
-  return std::unique_ptr<DataSource>(
-      std::make_unique<SyntheticSource>(kind, classes, ids_below(model, classes), side, train_count,
-                                        test_count, seed, example_shapes(model)));
+  return std::unique_ptr<DataSource>(std::make_unique<SyntheticSource>(
+      kind, classes, vocab, side, train_count, test_count, seed, example_shapes(model)));
 }
 
 }  // namespace memfit
