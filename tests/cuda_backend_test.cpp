@@ -257,6 +257,13 @@ TEST(CudaBackend, TimesKernelsByTheGpusClock) {
   EXPECT_LE(previous_end, step.seconds + 1e-6);
   EXPECT_GT(total, 0.0);
   EXPECT_LE(total, step.seconds);
+  // The outputs' copy counts from the kernels' end, not from the host's last
+  // launch: the parts of the step do not overlap, and a profile's phases add
+  // up to at most the step.
+  EXPECT_GE(step.data_out.start, previous_end - 1e-6);
+  EXPECT_LE(step.data_out.start, step.data_out.end);
+  EXPECT_LE(step.data_in.end + total + (step.data_out.end - step.data_out.start),
+            step.seconds + 1e-6);
 }
 
 TEST(CudaBackend, TechniquesGiveTheSameBits) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/nccl_communicator.h"
 #include "ops/typed_graph.h"
 #include "passes/assign_layouts.h"
 #include "test_util.h"
@@ -29,6 +30,14 @@ void expect_close(const std::vector<float>& expected, const std::vector<float>& 
 Communicator& one_rank() {
   static const std::unique_ptr<Communicator> comm = make_local_communicator();
   return *comm;
+}
+
+// The same sum for steps whose arena is on a GPU: NCCL over one rank, or the
+// reason there is none (no GPU, or built without NCCL).
+Result<Communicator*> one_gpu_rank() {
+  static auto comm = cuda::make_nccl_communicator(one_rank());
+  if (!comm) return Status::error(comm.message());
+  return comm->get();
 }
 
 class OpBackendTest : public ::testing::TestWithParam<OpKind> {};
@@ -77,8 +86,17 @@ TEST_P(OpBackendTest, CudaMatchesReference) {
     if (!(*cuda)->supports(graph, graph.nodes()[0])) continue;
     const auto data = testing::example_inputs(examples[e], 99 + e);
     const StepContext step{7, 11, 2};
-    auto ref_exe = Executable::compile(graph, *reference, ExecOptions{.poison = true}).value();
-    auto cuda_exe = Executable::compile(graph, **cuda, ExecOptions{.poison = true});
+    Communicator* gpu_comm = nullptr;
+    if (op_info(op).comm) {
+      auto nccl = one_gpu_rank();
+      if (!nccl) GTEST_SKIP() << "no communicator for the cuda backend: " << nccl.message();
+      gpu_comm = *nccl;
+    }
+    auto ref_exe =
+        Executable::compile(graph, *reference, ExecOptions{.poison = true, .comm = &one_rank()})
+            .value();
+    auto cuda_exe =
+        Executable::compile(graph, **cuda, ExecOptions{.poison = true, .comm = gpu_comm});
     ASSERT_TRUE(cuda_exe) << cuda_exe.message();
     const auto expected = testing::run_outputs(*ref_exe, data, step);
     const auto actual = testing::run_outputs(**cuda_exe, data, step);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <string>
 
@@ -107,6 +108,7 @@ std::vector<std::vector<float>> run_outputs(Executable& exe, const std::vector<W
                                             const StepContext& step) {
   StateStore state;
   auto result = exe.run(state, feeds_for(inputs), step);
+  if (!result) std::fprintf(stderr, "the step failed: %s\n", result.message().c_str());
   MEMFIT_CHECK(result.is_ok());
   std::vector<std::vector<float>> out;
   for (ValueId v : exe.graph().outputs())

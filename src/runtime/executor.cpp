@@ -164,8 +164,9 @@ Status Executable::set_up(bool poison) {
 
 Status Executable::time_kernels() {
   if (clock_) return Status::ok();
-  // Marks: the kernels' start, then one before and one after each node.
-  MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(1 + 2 * graph_.num_nodes()));
+  // Marks: the kernels' start, one before and one after each node, and the
+  // kernels' end.
+  MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(2 + 2 * graph_.num_nodes()));
   return Status::ok();
 }
 
@@ -416,6 +417,7 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
     return stopped;
   }
   const Clock::time_point outputs_start = Clock::now();
+  if (clock_) clock_->mark(1 + 2 * g.num_nodes());
 
   result.high_water_bytes = high_water;
   for (ValueId v : g.outputs()) {
@@ -437,6 +439,11 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   }
   MEMFIT_RETURN_IF_ERROR(device_->synchronize());
   const Clock::time_point step_end = Clock::now();
+  result.seconds = since_start(step_end);
+  // Copying the outputs out starts once the host has issued every kernel; on
+  // a device with a clock, it waits first for the kernels still running,
+  // whose time is theirs, not the copy's.
+  double outputs_begin = since_start(outputs_start);
   if (clock_) {
     MEMFIT_ASSIGN_OR_RETURN(const std::vector<double> marks, clock_->read());
     for (size_t n = 0; n < g.num_nodes(); ++n) {
@@ -444,15 +451,18 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
       if (begin >= 0 && end >= 0)
         last_step_.nodes[n] = Span{kernels_start + begin, kernels_start + end};
     }
+    const double kernels_end = marks[1 + 2 * g.num_nodes()];
+    if (kernels_end >= 0) {
+      outputs_begin = std::clamp(kernels_start + kernels_end, outputs_begin, result.seconds);
+    }
   }
   for (size_t n = 0; n < g.num_nodes(); ++n) {
     const OpKind op = g.nodes()[n].op;
     if (op == OpKind::to_host || op == OpKind::to_device) continue;  // timed by the copy stream
     node_seconds_[n] += last_step_.nodes[n].end - last_step_.nodes[n].start;
   }
-  result.io_seconds += std::chrono::duration<double>(step_end - outputs_start).count();
-  result.seconds = since_start(step_end);
-  last_step_.data_out = Span{since_start(outputs_start), result.seconds};
+  result.io_seconds += result.seconds - outputs_begin;
+  last_step_.data_out = Span{outputs_begin, result.seconds};
   last_step_.seconds = result.seconds;
   ++totals_.runs;
   totals_.seconds += result.seconds;
