@@ -165,6 +165,40 @@ TEST(SwapPass, PrefetchesNoEarlierThanTheBackwardPassNorAboveThePeak) {
   EXPECT_TRUE(verify_plan(slow, plain_sizes(slow), slow_plan).is_ok());
 }
 
+TEST(SwapPass, WaitsInOrderFreeEachValueBeforeTheNextSwapOut) {
+  // %a and %b over a link ten times slower than compute (10 s a copy, 1 s a
+  // node): timed, both copies end in the backward pass, so both waits go to
+  // its start (gd) and hold %a and %b through it. In order, %a's wait goes
+  // before d, where %b's swap-out is issued, and compute waits for the copy.
+  auto swapped = [](bool in_order) {
+    Graph graph = parse_graph(kChain).value();
+    SwapOptions options;
+    options.values = {graph.find_value("a"), graph.find_value("b")};
+    options.value_bytes = plain_sizes(graph).value_bytes;
+    options.node_seconds.assign(graph.num_nodes(), 1.0);
+    options.link_bytes_per_second = 1638.4;
+    options.waits_in_order = in_order;
+    EXPECT_TRUE(swap(graph, options).is_ok());
+    EXPECT_TRUE(verify_graph(graph).is_ok());
+    return graph;
+  };
+  auto position = [](const Graph& graph, const std::string& name) {
+    const std::vector<std::string> names = node_names(graph);
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  const Graph timed = swapped(false), in_order = swapped(true);
+  EXPECT_GT(position(timed, "a.swap_wait"), position(timed, "d"));
+  EXPECT_LT(position(in_order, "a.swap_wait"), position(in_order, "d"));
+  EXPECT_GT(position(in_order, "a.swap_wait"), position(in_order, "b.to_host"));
+  EXPECT_LT(position(in_order, "b.swap_wait"), position(in_order, "gd"));
+  PlanOptions options;
+  options.inplace = false;
+  const MemoryPlan timed_plan = plan_memory(timed, plain_sizes(timed), options).value();
+  const MemoryPlan in_order_plan = plan_memory(in_order, plain_sizes(in_order), options).value();
+  EXPECT_LT(in_order_plan.lower_bound_bytes, timed_plan.lower_bound_bytes);
+  EXPECT_TRUE(verify_plan(in_order, plain_sizes(in_order), in_order_plan).is_ok());
+}
+
 TEST(SwapPass, RefusesAValueThatIsNotACandidate) {
   Graph graph = parse_graph(kChain).value();
   SwapOptions options;
@@ -233,6 +267,31 @@ TEST(SwapPlan, BudgetPolicySwapsTheFewestThatFitAndNamesTheSmallestArena) {
                                    std::to_string(all.arena_bytes)),
             std::string::npos)
       << refused.message();
+}
+
+// A link far slower than compute: timed, every swap-out's copy ends in the
+// backward pass and no budget below the plain arena is met; the budget and
+// tflms policies then put the waits in order, and fit a budget they could not.
+TEST(SwapPlan, OverTheBudgetComputeWaitsForTheCopies) {
+  PlanRequest request;
+  request.step.model = {.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
+  request.step.optimizer = testing::sgd();
+  request.step.link_gbps = 0.001;  // 1 MB/s, the slowest allowed
+  const PlanReport plain = plan_training_step(request).value();
+  for (Swap policy : {Swap::budget, Swap::tflms}) {
+    const std::string what(name_of(policy));
+    request.step.swap = policy;
+    request.step.budget = 0;
+    const PlanReport timed = plan_training_step(request).value();
+    EXPECT_FALSE(timed.swap_waits_in_order) << what;
+    request.step.budget = (plain.arena_bytes + timed.arena_bytes) / 2;
+    if (timed.arena_bytes <= request.step.budget) request.step.budget = timed.arena_bytes - 1;
+    const Result<PlanReport> fitted = plan_training_step(request);
+    ASSERT_TRUE(fitted.is_ok()) << what << ": " << fitted.message();
+    EXPECT_TRUE(fitted->swap_waits_in_order) << what;
+    EXPECT_LE(fitted->arena_bytes, request.step.budget) << what;
+    EXPECT_GT(fitted->swapped_values, 0u) << what;
+  }
 }
 
 TEST(SwapRuntime, CopiesTakeAtLeastTheirTimeOnTheLink) {

@@ -73,6 +73,9 @@ struct PlanReport {
   size_t swap_candidates = 0;           // forward activations the backward pass reads again
   size_t swapped_values = 0;            // of them, those swapped to the host pool
   size_t swapped_bytes = 0;             // their bytes
+  // The copies out, timed, did not fit the budget: compute waits for each
+  // before the next one starts (SwapOptions::waits_in_order).
+  bool swap_waits_in_order = false;
   size_t recomputed_values = 0;         // auto: activations recomputed rather than kept
   std::string auto_choice;              // auto: which plan won (src/train/auto_step.h)
   size_t swap_ins = 0;                  // to_device copies (one per value unless tflms splits)

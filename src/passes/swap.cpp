@@ -227,12 +227,22 @@ Result<bool> swap(Graph& graph, const SwapOptions& options, SwapStats* stats) {
            (a.c.last_forward_use == b.c.last_forward_use && a.c.value < b.c.value);
   });
   double stream_free = 0;
-  for (Plan& p : plans) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Plan& p = plans[i];
     const int32_t issue = p.swap_out;
     const double end = std::max(t[static_cast<size_t>(issue)], stream_free) + copy_seconds(p);
     stream_free = end;
-    p.wait = p.wait_limit;
-    for (int32_t k = issue; k <= p.wait_limit; ++k) {
+    int32_t limit = p.wait_limit;
+    if (options.waits_in_order) {
+      for (size_t j = i + 1; j < plans.size(); ++j) {
+        if (plans[j].swap_out > issue) {
+          limit = std::min(limit, plans[j].swap_out);
+          break;
+        }
+      }
+    }
+    p.wait = limit;
+    for (int32_t k = issue; k <= limit; ++k) {
       if (t[static_cast<size_t>(k)] >= end) {
         p.wait = k;
         break;

@@ -24,6 +24,11 @@
 //    goes at the first boundary W in [F + 1, S] with T(W) >= the copy's
 //    predicted end, or at S: x's device range is free from W on, before the
 //    backward pass, and compute waits at W only if the copy is late.
+//    With waits in order (SwapOptions::waits_in_order), W is at most the
+//    next later swap-out's boundary: where the link is slower than compute
+//    (a GPU), copies would otherwise queue past S and hold their values on
+//    the device through the peak; in order, compute waits for each copy
+//    instead and its range is free before the next value's swap-out.
 // 3. Swap-in: to_device(h) at boundary p, first p = B (just in time). The peak
 //    P of the live device bytes is computed with every swap-in at B (values
 //    live from their producer to their last reader, x until W and x' from p
@@ -102,6 +107,8 @@ struct SwapOptions {
   std::vector<size_t> value_bytes;        // per value of the input graph
   std::vector<double> node_seconds;       // per node of the input graph: predicted compute seconds
   double link_bytes_per_second = 1e10;
+  // Stage 2's W at most the next later swap-out's boundary (time for memory).
+  bool waits_in_order = false;
 };
 
 struct SwapStats {

@@ -72,6 +72,7 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
 
   auto swapped_with = [&](size_t count, SwapStats* stats) -> Result<Graph> {
     SwapOptions chosen = options;
+    chosen.waits_in_order = result.summary.waits_in_order;
     for (size_t i = 0; i < count; ++i) chosen.values.push_back(candidates[i].value);
     Graph graph = ordered;
     MEMFIT_RETURN_IF_ERROR(swap(graph, chosen, stats).status());
@@ -90,6 +91,23 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
     SwapStats stats;
     result.graph = ordered;
     MEMFIT_RETURN_IF_ERROR(swap(result.graph, placed, &stats).status());
+    if (context.budget > 0) {
+      // Over the budget with the copies timed, compute may wait for them
+      // instead (where the link is slower than compute).
+      MEMFIT_ASSIGN_OR_RETURN(PlannedGraph timed, context.plan(result.graph));
+      if (timed.plan.arena_bytes > context.budget) {
+        placed.waits_in_order = true;
+        Graph in_order = ordered;
+        SwapStats in_order_stats;
+        MEMFIT_RETURN_IF_ERROR(swap(in_order, placed, &in_order_stats).status());
+        MEMFIT_ASSIGN_OR_RETURN(PlannedGraph waited, context.plan(in_order));
+        if (waited.plan.arena_bytes < timed.plan.arena_bytes) {
+          result.graph = std::move(in_order);
+          stats = in_order_stats;
+          result.summary.waits_in_order = true;
+        }
+      }
+    }
     result.summary.swapped_values = stats.swapped_values;
     result.summary.swapped_bytes = stats.swapped_bytes;
     result.summary.prefetched_nodes = stats.prefetched_nodes;
@@ -121,6 +139,16 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
       };
       // Bisection for the shortest fitting prefix; `best` keeps the smallest arena seen.
       MEMFIT_ASSIGN_OR_RETURN(size_t best_arena, arena_of(count));
+      if (best_arena > budget) {
+        // Every candidate, timed, does not fit: compute waits for the copies.
+        result.summary.waits_in_order = true;
+        MEMFIT_ASSIGN_OR_RETURN(const size_t waited, arena_of(count));
+        if (waited < best_arena) {
+          best_arena = waited;
+        } else {
+          result.summary.waits_in_order = false;
+        }
+      }
       size_t best = count;
       if (best_arena <= budget) {
         size_t low = 1, high = count;  // arena_of(high) fits

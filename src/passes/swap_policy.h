@@ -17,6 +17,7 @@ struct SwapSummary {
   size_t swap_ins = 0;           // to_device nodes
   size_t branch_swaps = 0;       // tflms: values swapped between two forward uses
   size_t trigger_fallbacks = 0;  // tflms chain_rule: swap-ins placed by direct order
+  bool waits_in_order = false;   // SwapOptions::waits_in_order, to fit the budget
 };
 
 struct SwappedGraph {
@@ -37,12 +38,18 @@ struct SwappedGraph {
 //            prefix of that list whose arena fits, found by bisection over its
 //            length (the arena falls as more is swapped, though not strictly);
 //            when none fits, the prefix with the smallest arena seen, which
-//            the caller's budget check refuses, naming it.
+//            the caller's budget check refuses, naming it. When every
+//            candidate swapped does not fit, the swaps' waits go in order
+//            (SwapOptions::waits_in_order: compute waits for the copies,
+//            where the link is slower than compute) if that makes the arena
+//            smaller, and the bisection runs so.
 //  tflms:    TFLMS's placements (src/passes/swap_tflms.h) with `tflms`'s knobs;
-//            no memory budget is read (the caller's budget check applies).
+//            over a memory budget, its waits in order if that makes the arena
+//            smaller (the caller's budget check applies).
 // `tflms` other than the defaults with another policy is an error, as are
 // knobs check_tflms_options refuses.
-// Cost: one plan for refcount and tflms, about log2(candidates) + 2 plans for budget.
+// Cost: one plan for refcount, up to three for tflms, about log2(candidates) + 3
+// plans for budget.
 Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContext& context,
                                      const TflmsOptions& tflms = {});
 

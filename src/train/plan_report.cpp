@@ -101,6 +101,7 @@ PlanReport plan_report(const CompiledStep& step) {
   report.swap_candidates = swap.candidates;
   report.swapped_values = swap.swapped_values;
   report.swapped_bytes = swap.swapped_bytes;
+  report.swap_waits_in_order = swap.waits_in_order;
   report.recomputed_values = automatic.recomputed_values;
   report.auto_choice = automatic.choice;
   report.swap_ins = swap.swap_ins;

@@ -338,8 +338,9 @@ std::string plan_report_text(const PlanRequest& request, const PlanReport& repor
             .c_str());
   }
   if (t.swap != Swap::none || t.automatic) {
-    out += format("  %-20s %12zu of %zu candidates, %s\n", "swapped", report.swapped_values,
-                  report.swap_candidates, human_bytes(report.swapped_bytes).c_str());
+    out += format("  %-20s %12zu of %zu candidates, %s%s\n", "swapped", report.swapped_values,
+                  report.swap_candidates, human_bytes(report.swapped_bytes).c_str(),
+                  report.swap_waits_in_order ? ", compute waiting for each copy out" : "");
   }
   if (t.swap == Swap::tflms) {
     out += format("  %-20s %s\n", "tflms", tflms_options_text(spec.tflms).c_str());
@@ -407,6 +408,7 @@ std::string plan_report_json(const PlanRequest& request, const PlanReport& repor
   out += format("  \"link_gbps\": %g,\n  \"swap_candidates\": %zu,\n  \"swapped_values\": %zu,\n",
                 spec.link_gbps, report.swap_candidates, report.swapped_values);
   out += format("  \"swapped_bytes\": %zu,\n", report.swapped_bytes);
+  out += format("  \"swap_waits_in_order\": %s,\n", report.swap_waits_in_order ? "true" : "false");
   if (t.swap == Swap::tflms) {
     out += "  \"tflms\": " + json_string(tflms_options_text(spec.tflms)) + ",\n";
     out += format("  \"swap_ins\": %zu,\n  \"branch_swaps\": %zu,\n  \"trigger_fallbacks\": %zu,\n",

@@ -261,9 +261,9 @@ void log_run_setup(const TrainOptions& options, const TrainingProgram& program,
   }
   if (t.swap != Swap::none) {
     const SwapSummary& s = program.swap_summary();
-    log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool",
+    log(format("swap %s: %zu of %zu candidate values (%zu bytes) swapped to the host pool%s",
                std::string(name_of(t.swap)).c_str(), s.swapped_values, s.candidates,
-               s.swapped_bytes));
+               s.swapped_bytes, s.waits_in_order ? ", compute waiting for each copy out" : ""));
     if (t.swap == Swap::tflms) {
       log(format("tflms: %zu swap-ins, %zu branch swaps, %zu chain_rule fallbacks", s.swap_ins,
                  s.branch_swaps, s.trigger_fallbacks));
