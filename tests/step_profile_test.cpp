@@ -96,6 +96,29 @@ TEST(StepProfile, ResetForgetsTheStepsSoFar) {
   EXPECT_EQ(profile_runs(program->step_executable()).steps, 1);
 }
 
+// A swap_wait is compute waiting for a swap-out's copy (on a GPU its span on
+// the kernel clock is that wait): it counts in "copy waits", and "swap
+// copies" holds the copies themselves.
+TEST(StepProfile, SwapWaitsCountAsCopyWaits) {
+  StepSpec spec = testing::test_spec({.name = "lenet", .batch = 4});
+  spec.swap = Swap::tflms;
+  auto program = TrainingProgram::create(spec, 4).value();
+  run_steps(*program, 2);
+  const Executable& exe = program->step_executable();
+  int64_t waits = 0, copies = 0;
+  for (const Node& node : exe.graph().nodes()) {
+    waits += node.op == OpKind::swap_wait ? 1 : 0;
+    copies += node.op == OpKind::to_host || node.op == OpKind::to_device ? 1 : 0;
+  }
+  ASSERT_GT(waits, 0) << "the test needs a step with swaps";
+  const StepProfile profile = profile_runs(exe);
+  EXPECT_EQ(phase_row(profile, "copy waits").nodes, waits);
+  EXPECT_EQ(phase_row(profile, "swap copies").nodes, copies);
+  int64_t phase_nodes = 0;
+  for (const ProfileRow& row : profile.by_phase) phase_nodes += row.nodes;
+  EXPECT_EQ(phase_nodes, static_cast<int64_t>(exe.graph().num_nodes()));
+}
+
 TEST(StepProfile, TraceHasOneEventPerNodeOnItsLane) {
   StepSpec spec = testing::test_spec({.name = "lenet", .batch = 4});
   spec.swap = Swap::tflms;  // every candidate swaps

@@ -3,12 +3,13 @@
 //
 // Phases: forward, backward and update are node_phase's (src/ir/phase.h);
 // "recompute" is the forward nodes whose outputs lead to neither the loss
-// (a graph output) nor a state update: recomputed activations; "swap copies" is the copy stream's time, which
-// runs beside compute, and "copy waits" the part of it compute waited for;
-// "data in/out" is copying the batch into the arena at the start of a step
-// and the outputs out at its end (with any update not written in place over
-// its state: none in the zoo; the state itself stays in the arena);
-// "executor" is the rest of the step's wall-clock time (dispatch, poisoning).
+// (a graph output) nor a state update: recomputed activations; "swap copies" is the copy stream's
+// time, which runs beside compute, and "copy waits" the part of it compute waited for (the
+// swap_wait nodes among them); "data in/out" is copying the batch into the arena at the start of a
+// step and the outputs out at its end (with any update not written in place over its state: none in
+// the zoo; the state itself stays in the arena); "executor" is the rest of the step's wall-clock
+// time (dispatch, poisoning; on a GPU also the gaps between kernels, such as compute waiting for a
+// swap-in's copy).
 #pragma once
 
 #include <cstdint>
