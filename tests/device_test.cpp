@@ -29,11 +29,17 @@
 namespace memfit {
 namespace {
 
-// A kernel clock whose mark i passes at i milliseconds, whatever the kernels do.
+// A kernel clock whose mark i passes at i milliseconds, whatever the kernels
+// do. Each mark also goes into `log` (restarted by mark 0), with the copy
+// stream's waits, as the order in which they reach the stream.
 class MillisecondClock final : public KernelClock {
  public:
-  explicit MillisecondClock(size_t marks) : set_(marks, false) {}
-  void mark(size_t i) override { set_.at(i) = true; }
+  MillisecondClock(size_t marks, std::vector<int64_t>& log) : set_(marks, false), log_(log) {}
+  void mark(size_t i) override {
+    set_.at(i) = true;
+    if (i == 0) log_.clear();
+    log_.push_back(static_cast<int64_t>(i));
+  }
   Result<std::vector<double>> read() override {
     std::vector<double> seconds(set_.size(), -1.0);
     for (size_t i = 0; i < set_.size(); ++i) {
@@ -45,7 +51,10 @@ class MillisecondClock final : public KernelClock {
 
  private:
   std::vector<bool> set_;
+  std::vector<int64_t>& log_;
 };
+
+constexpr int64_t kCopyWait = -1;  // in a MillisecondClock's log
 
 // What a device's stream points saw: how many were recorded, how many
 // waited for from a thread other than the recording one, and how many waits
@@ -150,9 +159,11 @@ class GuardedDevice final : public Device {
   }
   Result<std::unique_ptr<KernelClock>> kernel_clock(size_t marks) const override {
     ++kernel_clocks_;
-    return std::unique_ptr<KernelClock>(std::make_unique<MillisecondClock>(marks));
+    return std::unique_ptr<KernelClock>(std::make_unique<MillisecondClock>(marks, stream_log_));
   }
   size_t kernel_clocks() const { return kernel_clocks_; }
+  // The last step's kernel-clock marks and copy waits, in issue order.
+  const std::vector<int64_t>& stream_log() const { return stream_log_; }
   Result<std::unique_ptr<StreamPoints>> stream_points(size_t count) const override {
     if (!points_on_) return Device::stream_points(count);
     return std::unique_ptr<StreamPoints>(std::make_unique<LoggedPoints>(points_, count));
@@ -202,7 +213,10 @@ class GuardedDevice final : public Device {
       std::fill_n(static_cast<float*>(data), bytes / sizeof(float), std::nanf(""));
       return issued_++;
     }
-    double wait(int64_t) override { return 0; }
+    double wait(int64_t) override {
+      device_.stream_log_.push_back(kCopyWait);
+      return 0;
+    }
     Status drain() override { return Status::ok(); }
 
    private:
@@ -220,6 +234,7 @@ class GuardedDevice final : public Device {
   bool points_on_;
   mutable std::atomic<size_t> synchronizations_ = 0;
   mutable std::atomic<size_t> kernel_clocks_ = 0;
+  mutable std::vector<int64_t> stream_log_;  // marks and waits, on the executor's thread
   mutable std::mutex failure_mutex_;
   mutable int64_t poisons_until_failure_ = -1;  // never
   mutable Status recorded_error_;
@@ -435,6 +450,31 @@ TEST(Device, NodeTimesAreTheKernelClocks) {
   }
   EXPECT_GT(kernels, 10u);
   EXPECT_GT(copies, 0u);
+}
+
+// On a GPU the compute stream's wait for a swap-out's copy is the swap_wait
+// node's own time on the kernel clock: its first mark goes before the wait.
+// Every other node's marks hold no wait (a swap-in's reader waits before its
+// first mark, so the wait is not its kernel's time).
+TEST(Device, ASwapWaitsMarksHoldItsCopysWait) {
+  const CompiledStep step = swapped_step({.name = "lenet", .batch = 4});
+  GuardedBackend guarded;
+  const Steps steps = two_steps(step, guarded, true);
+  ASSERT_TRUE(steps.exe);
+  const std::vector<int64_t>& log = guarded.guarded().stream_log();
+  const Graph& g = steps.exe->graph();
+  size_t swap_waits = 0;
+  for (size_t n = 0; n < g.num_nodes(); ++n) {
+    const auto begin = std::find(log.begin(), log.end(), static_cast<int64_t>(1 + 2 * n));
+    const auto end = std::find(log.begin(), log.end(), static_cast<int64_t>(2 + 2 * n));
+    if (begin == log.end()) continue;  // a copy node: timed by its copy
+    ASSERT_LT(begin, end) << g.nodes()[n].name;
+    const bool waits = std::find(begin, end, kCopyWait) != end;
+    const bool swap_wait = g.nodes()[n].op == OpKind::swap_wait;
+    EXPECT_EQ(waits, swap_wait) << g.nodes()[n].name;
+    swap_waits += swap_wait ? 1 : 0;
+  }
+  EXPECT_GT(swap_waits, 0u);
 }
 
 // The clock's marks cost the device time on every step: without
