@@ -270,27 +270,47 @@ TEST(SwapPlan, BudgetPolicySwapsTheFewestThatFitAndNamesTheSmallestArena) {
 }
 
 // A link far slower than compute: timed, every swap-out's copy ends in the
-// backward pass and no budget below the plain arena is met; the budget and
-// tflms policies then put the waits in order, and fit a budget they could not.
+// backward pass, and swapping every candidate saves under a tenth of the
+// plain arena. The budget and tflms policies then put the waits in order:
+// they fit three quarters of that arena, and the steps so planned give the
+// plain step's bits (poison mode on).
 TEST(SwapPlan, OverTheBudgetComputeWaitsForTheCopies) {
+  const ModelOptions model{.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
   PlanRequest request;
-  request.step.model = {.name = "resnet-cifar", .batch = 8, .image_size = 16, .depth = 20};
+  request.step.model = model;
   request.step.optimizer = testing::sgd();
-  request.step.link_gbps = 0.001;  // 1 MB/s, the slowest allowed
-  const PlanReport plain = plan_training_step(request).value();
+  request.step.link_gbps = 0.01;  // 10 MB/s
+  const Result<PlanReport> plain = plan_training_step(request);
+  ASSERT_TRUE(plain.is_ok()) << plain.message();
+  StepSpec spec = testing::test_spec(model, 1);
+  spec.link_gbps = request.step.link_gbps;
+  const StepRun plain_step = testing::run_verified_step(spec);
   for (Swap policy : {Swap::budget, Swap::tflms}) {
     const std::string what(name_of(policy));
     request.step.swap = policy;
     request.step.budget = 0;
-    const PlanReport timed = plan_training_step(request).value();
-    EXPECT_FALSE(timed.swap_waits_in_order) << what;
-    request.step.budget = (plain.arena_bytes + timed.arena_bytes) / 2;
-    if (timed.arena_bytes <= request.step.budget) request.step.budget = timed.arena_bytes - 1;
+    const Result<PlanReport> timed = plan_training_step(request);
+    ASSERT_TRUE(timed.is_ok()) << what << ": " << timed.message();
+    EXPECT_FALSE(timed->swap_waits_in_order) << what;
+    EXPECT_GT(timed->arena_bytes, plain->arena_bytes / 10 * 9) << what;
+    request.step.budget = timed->arena_bytes / 4 * 3;
     const Result<PlanReport> fitted = plan_training_step(request);
     ASSERT_TRUE(fitted.is_ok()) << what << ": " << fitted.message();
     EXPECT_TRUE(fitted->swap_waits_in_order) << what;
     EXPECT_LE(fitted->arena_bytes, request.step.budget) << what;
     EXPECT_GT(fitted->swapped_values, 0u) << what;
+    const std::string text = plan_report_text(request, *fitted);
+    EXPECT_NE(text.find("compute waiting for each copy out"), std::string::npos) << text;
+    const std::string json = plan_report_json(request, *fitted);
+    EXPECT_NE(json.find("\"swap_waits_in_order\": true"), std::string::npos) << json;
+
+    StepSpec swapped = spec;
+    swapped.swap = policy;
+    swapped.budget = request.step.budget;
+    const StepRun step = testing::run_verified_step(swapped);
+    EXPECT_TRUE(step.swap.waits_in_order) << what;
+    EXPECT_LE(step.arena, request.step.budget) << what;
+    testing::expect_identical_steps(plain_step, step, what + " with its waits in order");
   }
 }
 

@@ -28,7 +28,8 @@
 //    next later swap-out's boundary: where the link is slower than compute
 //    (a GPU), copies would otherwise queue past S and hold their values on
 //    the device through the peak; in order, compute waits for each copy
-//    instead and its range is free before the next value's swap-out.
+//    instead, and its range is free from the next swap-out's boundary on
+//    (where that swap-out is issued first, keeping the copy stream busy).
 // 3. Swap-in: to_device(h) at boundary p, first p = B (just in time). The peak
 //    P of the live device bytes is computed with every swap-in at B (values
 //    live from their producer to their last reader, x until W and x' from p

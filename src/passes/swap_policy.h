@@ -42,7 +42,10 @@ struct SwappedGraph {
 //            candidate swapped does not fit, the swaps' waits go in order
 //            (SwapOptions::waits_in_order: compute waits for the copies,
 //            where the link is slower than compute) if that makes the arena
-//            smaller, and the bisection runs so.
+//            smaller, and the bisection runs so. (With timed waits the arena
+//            need not fall as more is swapped, so a shorter timed prefix
+//            might have fitted too; waits in order are taken only where
+//            they make the arena smaller.)
 //  tflms:    TFLMS's placements (src/passes/swap_tflms.h) with `tflms`'s knobs;
 //            over a memory budget, its waits in order if that makes the arena
 //            smaller (the caller's budget check applies).
