@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -155,6 +156,15 @@ struct StateUpdate {
 
 class Graph {
  public:
+  Graph() = default;
+  // A copy holds the values, nodes, outputs and updates; not the name index,
+  // which it builds again if it is asked for a name.
+  Graph(const Graph& other);
+  Graph& operator=(const Graph& other);
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  ~Graph() = default;
+
   // A value with no producer: an input, label, parameter or state.
   ValueId add_input(std::string name, TensorType type, Role role);
   void mark_output(ValueId value) { outputs_.push_back(value); }
@@ -174,7 +184,7 @@ class Graph {
   size_t num_values() const { return values_.size(); }
   size_t num_nodes() const { return nodes_.size(); }
 
-  // Lookup by name; invalid id when absent.
+  // Lookup by name (the first value of that name); invalid id when absent.
   ValueId find_value(std::string_view name) const;
   // Names not used yet by a value (or a node), built from `base`. Values and
   // nodes have separate name spaces.
@@ -189,12 +199,22 @@ class Graph {
   NodeId add_node_raw(Node node);
 
  private:
+  // Builds the name index if it is not built yet.
+  void index_names() const;
+
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
   std::vector<StateUpdate> updates_;
-  std::unordered_map<std::string, int32_t> value_by_name_;
-  std::unordered_map<std::string, int32_t> node_by_name_;
+  // Names to ids, built on the first lookup (find_value, unique_*_name,
+  // add_input) and kept up to date from then on. Passes copy and rebuild
+  // large graphs, most of them never looking a name up: building the index
+  // for each was most of planning's time on long unrolled sequences. A
+  // lookup on a const graph may run on several threads: index_mutex_ guards
+  // the building.
+  mutable std::mutex index_mutex_;
+  mutable bool indexed_ = false;
+  mutable std::unordered_map<std::string, int32_t> value_by_name_, node_by_name_;
   // The next suffix to try for a base name (unique_*_name's search).
   mutable std::unordered_map<std::string, int32_t> value_suffix_, node_suffix_;
 };

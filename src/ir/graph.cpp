@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 #include "core/check.h"
 #include "memfit/ir.h"
@@ -168,8 +169,66 @@ std::string type_string(const TensorType& type) {
   return std::string(dtype_name(type.dtype)) + shape_string(type.shape);
 }
 
+Graph::Graph(const Graph& other)
+    : values_(other.values_),
+      nodes_(other.nodes_),
+      outputs_(other.outputs_),
+      updates_(other.updates_) {}
+
+Graph& Graph::operator=(const Graph& other) {
+  if (this == &other) return *this;
+  values_ = other.values_;
+  nodes_ = other.nodes_;
+  outputs_ = other.outputs_;
+  updates_ = other.updates_;
+  indexed_ = false;
+  value_by_name_.clear();
+  node_by_name_.clear();
+  value_suffix_.clear();
+  node_suffix_.clear();
+  return *this;
+}
+
+Graph::Graph(Graph&& other) noexcept { *this = std::move(other); }
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  values_ = std::move(other.values_);
+  nodes_ = std::move(other.nodes_);
+  outputs_ = std::move(other.outputs_);
+  updates_ = std::move(other.updates_);
+  indexed_ = std::exchange(other.indexed_, false);
+  value_by_name_ = std::move(other.value_by_name_);
+  node_by_name_ = std::move(other.node_by_name_);
+  value_suffix_ = std::move(other.value_suffix_);
+  node_suffix_ = std::move(other.node_suffix_);
+  other.values_.clear();
+  other.nodes_.clear();
+  other.outputs_.clear();
+  other.updates_.clear();
+  other.value_by_name_.clear();
+  other.node_by_name_.clear();
+  other.value_suffix_.clear();
+  other.node_suffix_.clear();
+  return *this;
+}
+
+void Graph::index_names() const {
+  const std::lock_guard<std::mutex> lock(index_mutex_);
+  if (indexed_) return;
+  value_by_name_.reserve(values_.size());
+  for (size_t v = 0; v < values_.size(); ++v) {
+    value_by_name_.emplace(values_[v].name, static_cast<int32_t>(v));
+  }
+  node_by_name_.reserve(nodes_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    node_by_name_.emplace(nodes_[n].name, static_cast<int32_t>(n));
+  }
+  indexed_ = true;
+}
+
 ValueId Graph::add_input(std::string name, TensorType type, Role role) {
-  MEMFIT_CHECK(!value_by_name_.count(name));
+  MEMFIT_CHECK(!find_value(name).valid());
   Value value;
   value.name = std::move(name);
   value.type = std::move(type);
@@ -178,6 +237,7 @@ ValueId Graph::add_input(std::string name, TensorType type, Role role) {
 }
 
 ValueId Graph::find_value(std::string_view name) const {
+  index_names();
   auto it = value_by_name_.find(std::string(name));
   return it == value_by_name_.end() ? ValueId() : ValueId(it->second);
 }
@@ -202,23 +262,25 @@ std::string first_free(std::string_view base, const std::unordered_map<std::stri
 }  // namespace
 
 std::string Graph::unique_value_name(std::string_view base) const {
+  index_names();
   return first_free(base, value_by_name_, value_suffix_);
 }
 
 std::string Graph::unique_node_name(std::string_view base) const {
+  index_names();
   return first_free(base, node_by_name_, node_suffix_);
 }
 
 ValueId Graph::add_value_raw(Value value) {
   const ValueId id(static_cast<int32_t>(values_.size()));
-  value_by_name_.emplace(value.name, id.index);
+  if (indexed_) value_by_name_.emplace(value.name, id.index);
   values_.push_back(std::move(value));
   return id;
 }
 
 NodeId Graph::add_node_raw(Node node) {
   const NodeId id(static_cast<int32_t>(nodes_.size()));
-  node_by_name_.emplace(node.name, id.index);
+  if (indexed_) node_by_name_.emplace(node.name, id.index);
   nodes_.push_back(std::move(node));
   return id;
 }

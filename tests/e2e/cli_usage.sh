@@ -60,6 +60,7 @@ done
 # Usage errors found by probing: each is refused before anything runs, with its reason.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+: > "$dir/ckpt" && ln "$dir/ckpt" "$dir/hard-link"
 while IFS='|' read -r args expected; do
   out=$("$memfit" $args 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2: $out"
@@ -75,9 +76,13 @@ plan --model mlp --batch 4 --timeline $dir/t --trace $dir/t|--timeline and --tra
 train --onnx $dir/m.onnx --batch 4 --save $dir/m.onnx|--save would overwrite $dir/m.onnx, which --onnx reads
 train --onnx $dir/m.onnx --batch 4 --save-onnx $dir/./m.onnx|--save-onnx would overwrite $dir/m.onnx, which --onnx reads
 train --resume $dir/c --trace $dir/c|--trace would overwrite $dir/c, which --resume reads
+train --resume $dir/ckpt --trace $dir/hard-link|--trace would overwrite $dir/ckpt, which --resume reads
+train --save $dir/ckpt --trace $dir/hard-link|--save and --trace both write
 plan --onnx $dir/m.onnx --batch 4 --timeline $dir/m.onnx|--timeline would overwrite $dir/m.onnx, which --onnx reads
 plan --model mlp --batch 4 --milp-seconds 5|--milp-seconds is a knob of --recompute milp
 CASES
+# A knob at its default changes nothing, beside any strategy.
+out=$("$memfit" plan --model mlp --batch 4 --milp-seconds 30 2>&1) || fail "'--milp-seconds 30' alone: $out"
 # --save over --resume is how a run continues: not a usage error (the
 # checkpoint is missing here, an error of its own).
 out=$("$memfit" train --model mlp --synthetic --resume "$dir/c" --save "$dir/c" 2>&1); rc=$?

@@ -372,10 +372,12 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   add_profile_flags(cmd, train);
 }
 
-// The same file, though named two ways ("a" and "./a"); false if either is empty.
+// The same file, though named two ways ("a" and "./a", or two hard links to
+// it); false if either is empty.
 bool same_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
   std::error_code error;
+  if (std::filesystem::equivalent(a, b, error) && !error) return true;
   const std::filesystem::path first = std::filesystem::weakly_canonical(a, error);
   if (error) return a == b;
   const std::filesystem::path second = std::filesystem::weakly_canonical(b, error);
@@ -441,7 +443,9 @@ std::string check_combinations(CLI::App& app, Command& command) {
     }
     const Status checked = check_step_spec(*spec);
     if (!checked.is_ok()) return checked.message();
-    if (cmd->count("--milp-seconds") > 0) {
+    // By value, as the --swap-* knobs are: the default given again changes
+    // nothing, and the budget advice (which knows values, not flags) agrees.
+    if (spec->milp_seconds != StepSpec{}.milp_seconds) {
       const auto t = resolve_techniques(*spec);
       if (t && t->recompute != Recompute::milp) {
         return "--milp-seconds is a knob of --recompute milp: add it or drop --milp-seconds";
