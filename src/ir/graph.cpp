@@ -177,16 +177,8 @@ Graph::Graph(const Graph& other)
 
 Graph& Graph::operator=(const Graph& other) {
   if (this == &other) return *this;
-  values_ = other.values_;
-  nodes_ = other.nodes_;
-  outputs_ = other.outputs_;
-  updates_ = other.updates_;
-  indexed_ = false;
-  value_by_name_.clear();
-  node_by_name_.clear();
-  value_suffix_.clear();
-  node_suffix_.clear();
-  return *this;
+  Graph copy(other);  // a failed copy leaves this graph as it was
+  return *this = std::move(copy);
 }
 
 Graph::Graph(Graph&& other) noexcept { *this = std::move(other); }
@@ -263,25 +255,27 @@ std::string first_free(std::string_view base, const std::unordered_map<std::stri
 
 std::string Graph::unique_value_name(std::string_view base) const {
   index_names();
+  const std::lock_guard<std::mutex> lock(index_mutex_);  // the suffixes are written
   return first_free(base, value_by_name_, value_suffix_);
 }
 
 std::string Graph::unique_node_name(std::string_view base) const {
   index_names();
+  const std::lock_guard<std::mutex> lock(index_mutex_);
   return first_free(base, node_by_name_, node_suffix_);
 }
 
 ValueId Graph::add_value_raw(Value value) {
   const ValueId id(static_cast<int32_t>(values_.size()));
-  if (indexed_) value_by_name_.emplace(value.name, id.index);
   values_.push_back(std::move(value));
+  if (indexed_) value_by_name_.emplace(values_.back().name, id.index);
   return id;
 }
 
 NodeId Graph::add_node_raw(Node node) {
   const NodeId id(static_cast<int32_t>(nodes_.size()));
-  if (indexed_) node_by_name_.emplace(node.name, id.index);
   nodes_.push_back(std::move(node));
+  if (indexed_) node_by_name_.emplace(nodes_.back().name, id.index);
   return id;
 }
 

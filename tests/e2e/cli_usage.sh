@@ -60,7 +60,7 @@ done
 # Usage errors found by probing: each is refused before anything runs, with its reason.
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-: > "$dir/ckpt" && ln "$dir/ckpt" "$dir/hard-link"
+: > "$dir/ckpt" && ln "$dir/ckpt" "$dir/hard-link" || fail "cannot make a hard link in $dir"
 while IFS='|' read -r args expected; do
   out=$("$memfit" $args 2>&1); rc=$?
   [ "$rc" -eq 2 ] || fail "'memfit $args' exited $rc, not 2: $out"
