@@ -156,15 +156,6 @@ struct StateUpdate {
 
 class Graph {
  public:
-  Graph() = default;
-  // A copy holds the values, nodes, outputs and updates; not the name index,
-  // which it builds again if it is asked for a name.
-  Graph(const Graph& other);
-  Graph& operator=(const Graph& other);
-  Graph(Graph&& other) noexcept;
-  Graph& operator=(Graph&& other) noexcept;
-  ~Graph() = default;
-
   // A value with no producer: an input, label, parameter or state.
   ValueId add_input(std::string name, TensorType type, Role role);
   void mark_output(ValueId value) { outputs_.push_back(value); }
@@ -199,24 +190,36 @@ class Graph {
   NodeId add_node_raw(Node node);
 
  private:
+  // Names to ids, built on the first lookup (find_value, unique_*_name,
+  // add_input) and kept up to date from then on. Passes copy and rebuild
+  // large graphs, most of them never looking a name up: building the index
+  // for each was most of planning's time on long unrolled sequences. So a
+  // copy starts without one (it builds its own if asked), and a move takes
+  // it along. A lookup on a const graph may run on several threads: `mutex`
+  // guards the index and the suffixes.
+  struct NameIndex {
+    NameIndex() = default;
+    NameIndex(const NameIndex&) {}
+    NameIndex& operator=(const NameIndex&);
+    NameIndex(NameIndex&& other) noexcept { *this = std::move(other); }
+    NameIndex& operator=(NameIndex&& other) noexcept;
+
+    std::mutex mutex;
+    bool built = false;
+    std::unordered_map<std::string, int32_t> values, nodes;
+    // The next suffix to try for a base name (unique_*_name's search).
+    std::unordered_map<std::string, int32_t> value_suffixes, node_suffixes;
+  };
   // Builds the name index if it is not built yet.
   void index_names() const;
 
+  // First, so that a copy assignment drops it before the values change: a
+  // copy that fails halfway leaves it unbuilt, not stale.
+  mutable NameIndex names_;
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> outputs_;
   std::vector<StateUpdate> updates_;
-  // Names to ids, built on the first lookup (find_value, unique_*_name,
-  // add_input) and kept up to date from then on. Passes copy and rebuild
-  // large graphs, most of them never looking a name up: building the index
-  // for each was most of planning's time on long unrolled sequences. A
-  // lookup on a const graph may run on several threads: index_mutex_ guards
-  // the building.
-  mutable std::mutex index_mutex_;
-  mutable bool indexed_ = false;
-  mutable std::unordered_map<std::string, int32_t> value_by_name_, node_by_name_;
-  // The next suffix to try for a base name (unique_*_name's search).
-  mutable std::unordered_map<std::string, int32_t> value_suffix_, node_suffix_;
 };
 
 // The text form of a graph: print_graph(parse_graph(s)) == s for every printed graph.

@@ -169,54 +169,33 @@ std::string type_string(const TensorType& type) {
   return std::string(dtype_name(type.dtype)) + shape_string(type.shape);
 }
 
-Graph::Graph(const Graph& other)
-    : values_(other.values_),
-      nodes_(other.nodes_),
-      outputs_(other.outputs_),
-      updates_(other.updates_) {}
-
-Graph& Graph::operator=(const Graph& other) {
-  if (this == &other) return *this;
-  Graph copy(other);  // a failed copy leaves this graph as it was
-  return *this = std::move(copy);
+Graph::NameIndex& Graph::NameIndex::operator=(const NameIndex&) {
+  *this = NameIndex();
+  return *this;
 }
 
-Graph::Graph(Graph&& other) noexcept { *this = std::move(other); }
-
-Graph& Graph::operator=(Graph&& other) noexcept {
+Graph::NameIndex& Graph::NameIndex::operator=(NameIndex&& other) noexcept {
   if (this == &other) return *this;
-  values_ = std::move(other.values_);
-  nodes_ = std::move(other.nodes_);
-  outputs_ = std::move(other.outputs_);
-  updates_ = std::move(other.updates_);
-  indexed_ = std::exchange(other.indexed_, false);
-  value_by_name_ = std::move(other.value_by_name_);
-  node_by_name_ = std::move(other.node_by_name_);
-  value_suffix_ = std::move(other.value_suffix_);
-  node_suffix_ = std::move(other.node_suffix_);
-  other.values_.clear();
-  other.nodes_.clear();
-  other.outputs_.clear();
-  other.updates_.clear();
-  other.value_by_name_.clear();
-  other.node_by_name_.clear();
-  other.value_suffix_.clear();
-  other.node_suffix_.clear();
+  built = std::exchange(other.built, false);
+  values = std::exchange(other.values, {});
+  nodes = std::exchange(other.nodes, {});
+  value_suffixes = std::exchange(other.value_suffixes, {});
+  node_suffixes = std::exchange(other.node_suffixes, {});
   return *this;
 }
 
 void Graph::index_names() const {
-  const std::lock_guard<std::mutex> lock(index_mutex_);
-  if (indexed_) return;
-  value_by_name_.reserve(values_.size());
+  const std::lock_guard<std::mutex> lock(names_.mutex);
+  if (names_.built) return;
+  names_.values.reserve(values_.size());
   for (size_t v = 0; v < values_.size(); ++v) {
-    value_by_name_.emplace(values_[v].name, static_cast<int32_t>(v));
+    names_.values.emplace(values_[v].name, static_cast<int32_t>(v));
   }
-  node_by_name_.reserve(nodes_.size());
+  names_.nodes.reserve(nodes_.size());
   for (size_t n = 0; n < nodes_.size(); ++n) {
-    node_by_name_.emplace(nodes_[n].name, static_cast<int32_t>(n));
+    names_.nodes.emplace(nodes_[n].name, static_cast<int32_t>(n));
   }
-  indexed_ = true;
+  names_.built = true;
 }
 
 ValueId Graph::add_input(std::string name, TensorType type, Role role) {
@@ -230,8 +209,8 @@ ValueId Graph::add_input(std::string name, TensorType type, Role role) {
 
 ValueId Graph::find_value(std::string_view name) const {
   index_names();
-  auto it = value_by_name_.find(std::string(name));
-  return it == value_by_name_.end() ? ValueId() : ValueId(it->second);
+  auto it = names_.values.find(std::string(name));
+  return it == names_.values.end() ? ValueId() : ValueId(it->second);
 }
 
 namespace {
@@ -255,27 +234,27 @@ std::string first_free(std::string_view base, const std::unordered_map<std::stri
 
 std::string Graph::unique_value_name(std::string_view base) const {
   index_names();
-  const std::lock_guard<std::mutex> lock(index_mutex_);  // the suffixes are written
-  return first_free(base, value_by_name_, value_suffix_);
+  const std::lock_guard<std::mutex> lock(names_.mutex);  // the suffixes are written
+  return first_free(base, names_.values, names_.value_suffixes);
 }
 
 std::string Graph::unique_node_name(std::string_view base) const {
   index_names();
-  const std::lock_guard<std::mutex> lock(index_mutex_);
-  return first_free(base, node_by_name_, node_suffix_);
+  const std::lock_guard<std::mutex> lock(names_.mutex);
+  return first_free(base, names_.nodes, names_.node_suffixes);
 }
 
 ValueId Graph::add_value_raw(Value value) {
   const ValueId id(static_cast<int32_t>(values_.size()));
   values_.push_back(std::move(value));
-  if (indexed_) value_by_name_.emplace(values_.back().name, id.index);
+  if (names_.built) names_.values.emplace(values_.back().name, id.index);
   return id;
 }
 
 NodeId Graph::add_node_raw(Node node) {
   const NodeId id(static_cast<int32_t>(nodes_.size()));
   nodes_.push_back(std::move(node));
-  if (indexed_) node_by_name_.emplace(nodes_.back().name, id.index);
+  if (names_.built) names_.nodes.emplace(nodes_.back().name, id.index);
   return id;
 }
 

@@ -38,6 +38,18 @@ std::string tflms_options_text(const TflmsOptions& o) {
   return text + "on (threshold " + std::to_string(o.branch_threshold) + ")";
 }
 
+namespace {
+
+// What the swap pass reported, into the policy's summary.
+void add_swap_stats(const SwapStats& stats, SwapSummary& summary) {
+  summary.swapped_values = stats.swapped_values;
+  summary.swapped_bytes = stats.swapped_bytes;
+  summary.prefetched_nodes = stats.prefetched_nodes;
+  summary.swap_ins = stats.swap_ins;
+}
+
+}  // namespace
+
 Result<double> predict_step_seconds(const Graph& graph, const PolicyContext& context) {
   MEMFIT_ASSIGN_OR_RETURN(PlannedGraph planned, context.plan(graph));
   const Graph& g = planned.graph;
@@ -70,9 +82,10 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
       swap_candidates(ordered, options.value_bytes, options.node_seconds);
   result.summary.candidates = candidates.size();
 
+  bool in_order = false;  // the budget policy's waits (SwapOptions::waits_in_order)
   auto swapped_with = [&](size_t count, SwapStats* stats) -> Result<Graph> {
     SwapOptions chosen = options;
-    chosen.waits_in_order = result.summary.waits_in_order;
+    chosen.waits_in_order = in_order;
     for (size_t i = 0; i < count; ++i) chosen.values.push_back(candidates[i].value);
     Graph graph = ordered;
     MEMFIT_RETURN_IF_ERROR(swap(graph, chosen, stats).status());
@@ -108,10 +121,7 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
         }
       }
     }
-    result.summary.swapped_values = stats.swapped_values;
-    result.summary.swapped_bytes = stats.swapped_bytes;
-    result.summary.prefetched_nodes = stats.prefetched_nodes;
-    result.summary.swap_ins = stats.swap_ins;
+    add_swap_stats(stats, result.summary);
     return result;
   }
   if (policy == Swap::refcount) {
@@ -141,13 +151,10 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
       MEMFIT_ASSIGN_OR_RETURN(size_t best_arena, arena_of(count));
       if (best_arena > budget) {
         // Every candidate, timed, does not fit: compute waits for the copies.
-        result.summary.waits_in_order = true;
+        in_order = true;
         MEMFIT_ASSIGN_OR_RETURN(const size_t waited, arena_of(count));
-        if (waited < best_arena) {
-          best_arena = waited;
-        } else {
-          result.summary.waits_in_order = false;
-        }
+        in_order = waited < best_arena;
+        best_arena = std::min(best_arena, waited);
       }
       size_t best = count;
       if (best_arena <= budget) {
@@ -168,10 +175,8 @@ Result<SwappedGraph> swap_step_graph(Graph step, Swap policy, const PolicyContex
   }
   SwapStats stats;
   MEMFIT_ASSIGN_OR_RETURN(result.graph, swapped_with(count, &stats));
-  result.summary.swapped_values = stats.swapped_values;
-  result.summary.swapped_bytes = stats.swapped_bytes;
-  result.summary.prefetched_nodes = stats.prefetched_nodes;
-  result.summary.swap_ins = stats.swap_ins;
+  result.summary.waits_in_order = in_order;
+  add_swap_stats(stats, result.summary);
   return result;
 }
 
