@@ -22,6 +22,10 @@ namespace memfit {
 // A step to plan: the same StepSpec `memfit train` runs.
 struct PlanRequest {
   StepSpec step;
+  // `memfit plan --dump-graphs DIR`: the step graph's IR text after each pass
+  // of the pipeline that changed it, as DIR/step-NN-PASS.ir (docs/pipeline.md);
+  // empty: none.
+  std::string dump_graphs = {};
 };
 
 // Arena bytes by what they hold, at the step where the live bytes peak.

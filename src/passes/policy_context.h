@@ -23,6 +23,7 @@ struct PlannedGraph {
   Graph graph;
   std::vector<size_t> value_bytes;
   MemoryPlan plan;
+  bool reordered = false;  // the memory-aware order was kept (src/runtime/backend_plan.h)
 };
 
 // Plans `graph` with the step's sharing, without allocating anything and

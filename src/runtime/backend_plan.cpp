@@ -55,7 +55,7 @@ Result<NodeKernel> make_node_kernel(const Graph& graph, NodeId id, const Backend
 
 Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
                                     std::vector<size_t> workspace_bytes, bool share,
-                                    size_t budget, const StateBand& band) {
+                                    size_t budget, const StateBand& band, bool schedule) {
   MEMFIT_CHECK(workspace_bytes.size() == graph.num_nodes());
   BackendPlan planned;
   planned.sizes.workspace_bytes = std::move(workspace_bytes);
@@ -75,7 +75,7 @@ Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
   plan_options.band = band;
   MEMFIT_ASSIGN_OR_RETURN(planned.plan, plan_memory(planned.graph, planned.sizes, plan_options));
   // Copies and collectives start where the graph's order puts them: it is kept.
-  if (share && !has_copy_nodes(planned.graph) && !has_comm_nodes(planned.graph)) {
+  if (schedule && share && !has_copy_nodes(planned.graph) && !has_comm_nodes(planned.graph)) {
     try_memory_aware_order(planned, plan_options);
   }
   if (budget > 0 && planned.plan.arena_bytes > budget) {

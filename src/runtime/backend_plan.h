@@ -38,15 +38,17 @@ Result<NodeKernel> make_node_kernel(const Graph& graph, NodeId id, const Backend
                                     const Backend& reference);
 
 // Plans `graph` with each node's `workspace_bytes` (in the graph's order) and
-// the bytes of the backend's layouts: in the graph's order and, with sharing
-// and no copy nodes (the swap pass placed those by time), in a memory-aware
-// order (src/memory/schedule.cpp), keeping the smaller arena. Graph inputs
+// the bytes of the backend's layouts: in the graph's order and, with
+// `schedule` and sharing and no copy or communication nodes (the swap pass
+// placed those by time), in a memory-aware order (src/memory/schedule.cpp),
+// keeping the smaller arena (the step pipeline's schedule pass). Graph inputs
 // other than state must have the plain layout. An arena over a non-zero
 // `budget` is an error that states the smallest arena reached. The values `band` names take its
 // slots at the bottom of the arena (planner.h). Debug builds, and builds
 // with MEMFIT_VERIFY_PLANS, check the plan with the independent verifier.
 Result<BackendPlan> plan_on_backend(Graph graph, const Backend& backend,
                                     std::vector<size_t> workspace_bytes, bool share,
-                                    size_t budget, const StateBand& band = {});
+                                    size_t budget, const StateBand& band = {},
+                                    bool schedule = true);
 
 }  // namespace memfit

@@ -50,7 +50,8 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   }
   MEMFIT_ASSIGN_OR_RETURN(BackendPlan planned,
                           plan_on_backend(std::move(graph), backend, std::move(workspace_bytes),
-                                          options.share, options.budget, options.band));
+                                          options.share, options.budget, options.band,
+                                          options.schedule));
   // Kernels depend on their node alone, not on its position: they follow it.
   if (!planned.order.empty()) {
     std::vector<std::unique_ptr<Kernel>> kernels;

@@ -110,6 +110,9 @@ struct ExecOptions {
   // the executable); null: a graph with such nodes does not run.
   Communicator* comm = nullptr;
   double comm_gbps = 0;  // the network's bandwidth per rank in GB/s; 0: unlimited
+  // Try the memory-aware order of the nodes (plan_on_backend); false: the
+  // graph's order is kept, as the step pipeline's schedule pass chose it.
+  bool schedule = true;
 };
 
 class Executable {

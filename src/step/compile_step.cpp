@@ -4,11 +4,10 @@
 #include "memfit/dist.h"
 #include "onnx/model_source.h"
 #include "ops/typed_graph.h"
-#include "passes/assign_layouts.h"
-#include "passes/fuse_forward_ops.h"
-#include "passes/fuse_gradient_sums.h"
-#include "passes/recompute_policy.h"
+#include <optional>
+
 #include "runtime/backend_plan.h"
+#include "step/graph_dumps.h"
 #include "step/workspace_sizes.h"
 
 namespace memfit {
@@ -22,41 +21,38 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
   return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
 }
 
-namespace {
-
-// `model` with its forward ops fused (fuse_forward_ops), its value ids
-// following the renumbering.
-Model fused_model(Model model) {
-  std::vector<ValueId> map;
-  model.graph = fuse_forward_ops(model.graph, nullptr, &map);
-  if (map.empty()) return model;
-  auto remap = [&](ValueId& v) {
-    if (v.valid()) v = map[v.idx()];
-  };
-  for (ValueId& v : model.inputs) remap(v);
-  for (ValueId& v : model.params) remap(v);
-  remap(model.labels);
-  remap(model.logits);
-  remap(model.loss);
-  return model;
-}
-
-}  // namespace
-
 Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
                                bool fuse, int64_t ranks) {
   MEMFIT_ASSIGN_OR_RETURN(Model model, make_model(options, true));
-  if (fuse) model = fused_model(std::move(model));
-  Graph& g = model.graph;
-  MEMFIT_ASSIGN_OR_RETURN(
-      auto grads,
-      append_gradients(g, model.loss, model.params, 1.0f / static_cast<float>(accumulate * ranks)));
-  MEMFIT_RETURN_IF_ERROR(append_optimizer(g, model.params, grads, optimizer, mode));
-  Graph pruned = remove_dead_nodes(g);
-  MEMFIT_RETURN_IF_ERROR(verify_graph(pruned));
+  StepPipelineOptions lowering;
+  lowering.fuse_forward = fuse;
+  lowering.fuse_gradient_sums = false;
+  lowering.blocked_layouts = false;
+  lowering.accumulate = accumulate;
+  lowering.ranks = ranks;
+  lowering.optimizer = optimizer;
+  lowering.mode = mode;
+  const StepPipeline pipeline = step_pipeline(lowering);
+  PassContext context;
+  context.model = &model;
+  Graph graph = model.graph;
+  MEMFIT_RETURN_IF_ERROR(pipeline.lowering.run(graph, context).status());
   if (model_out) *model_out = std::move(model);
-  return pruned;
+  return graph;
+}
+
+Result<Graph> build_forward_graph(const StepSpec& spec, int64_t batch, const Backend& backend,
+                                  Model* model_out) {
+  ModelOptions options = spec.model;
+  options.batch = batch;
+  MEMFIT_ASSIGN_OR_RETURN(Model model, make_model(options, false));
+  Graph graph = model.graph;
+  PassContext context;
+  context.backend = &backend;
+  MEMFIT_RETURN_IF_ERROR(forward_pipeline(spec.blocked_layouts).run(graph, context).status());
+  if (model_out) *model_out = std::move(model);
+  return graph;
 }
 
 NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model) {
@@ -71,34 +67,53 @@ PlanGraph step_planner(const Backend& backend, bool share, const StateBand& band
     MEMFIT_ASSIGN_OR_RETURN(
         BackendPlan planned,
         plan_on_backend(std::move(graph), backend, std::move(workspace_bytes), share, 0, band));
+    const bool reordered = !planned.order.empty();
     return PlannedGraph{std::move(planned.graph), std::move(planned.sizes.value_bytes),
-                        std::move(planned.plan)};
+                        std::move(planned.plan), reordered};
   };
 }
 
-Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,
-                                         const TflmsOptions& tflms, const PolicyContext& context) {
-  RewrittenStep result;
-  if (techniques.automatic) {
-    MEMFIT_ASSIGN_OR_RETURN(AutoGraph chosen, auto_step_graph(std::move(step), context));
-    result.graph = std::move(chosen.graph);
-    result.recompute = chosen.summary.recompute;
-    result.swap = chosen.summary.swap;
-    result.automatic = std::move(chosen.summary);
-    return result;
+namespace {
+
+// One graph of the step on its way through the pipeline.
+struct StepGraph {
+  Graph graph;
+  PassContext context;
+  StepPipeline pipeline;
+};
+
+// The pipeline of `spec`'s step in `mode`, with `dumps` (may be empty) as
+// the hook that shows each graph.
+StepGraph start_step_graph(const StepSpec& spec, const Techniques& t, const StepBuild& build,
+                           const Backend& backend, Model* model, UpdateMode mode,
+                           const std::string& graph_name) {
+  StepPipelineOptions options;
+  options.fuse_forward = options.fuse_gradient_sums = spec.fuse;
+  options.blocked_layouts = spec.blocked_layouts;
+  options.accumulate = spec.accumulate;
+  options.ranks = spec.ranks;
+  options.optimizer = spec.optimizer;
+  options.mode = mode;
+  options.techniques = t;
+  options.tflms = spec.tflms;
+  options.shard = spec.shard;
+  options.bucket_bytes = static_cast<size_t>(spec.bucket_mb * 1e6);
+  options.rank = build.comm ? build.comm->rank() : 0;
+  StepGraph step{.graph = model->graph, .context = {}, .pipeline = step_pipeline(options)};
+  step.context.backend = &backend;
+  step.context.model = model;
+  const bool shown = mode != UpdateMode::accumulate || build.accumulate_only;
+  if (!build.dump_graphs.empty() && shown) {
+    step.context.after_pass = graph_dumper(build.dump_graphs, graph_name);
   }
-  MEMFIT_ASSIGN_OR_RETURN(
-      RecomputedGraph recomputed,
-      recompute_step_graph(std::move(step), techniques.recompute, context, techniques.mirror));
-  result.recompute = recomputed.summary;
-  MEMFIT_ASSIGN_OR_RETURN(SwappedGraph swapped, swap_step_graph(std::move(recomputed.graph),
-                                                                techniques.swap, context, tflms));
-  result.graph = std::move(swapped.graph);
-  result.swap = swapped.summary;
-  return result;
+  return step;
 }
 
-namespace {
+// Runs the lowering passes, showing the model's graph first.
+Status lower(StepGraph& step) {
+  if (step.context.after_pass) MEMFIT_RETURN_IF_ERROR(step.context.after_pass("model", step.graph));
+  return step.pipeline.lowering.run(step.graph, step.context).status();
+}
 
 // compile_step at the spec's budget as given.
 Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuild& build) {
@@ -109,24 +124,25 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
   const Techniques& t = step.techniques;
   MEMFIT_ASSIGN_OR_RETURN(step.backend,
                           make_backend(spec.backend, spec.threads, spec.fastest_kernels));
+  if (build.comm && build.comm->size() != spec.ranks) {
+    return Status::error("the step is planned for " + std::to_string(spec.ranks) +
+                         " ranks but runs on " + std::to_string(build.comm->size()));
+  }
+  if (!build.dump_graphs.empty()) MEMFIT_RETURN_IF_ERROR(prepare_dump_dir(build.dump_graphs));
   // Without --link-gbps, the swap policies and the prediction take the
   // device's measured host link (the cuda backend's; none on the host).
   if (step.spec.link_gbps == 0) step.spec.link_gbps = step.backend->link_gbps();
+
+  // 3. Lowering, of both graphs.
+  MEMFIT_ASSIGN_OR_RETURN(step.model, make_model(spec.model, true));
+  Model acc_model;
+  if (spec.accumulate > 1) acc_model = step.model;
   const UpdateMode mode =
       spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  // A step graph in `mode`, its gradient sums fused and its layouts assigned.
-  const auto laid_out = [&](UpdateMode mode, Model* model,
-                            LayoutSummary* layouts) -> Result<Graph> {
-    MEMFIT_ASSIGN_OR_RETURN(
-        Graph built, build_step_graph(spec.model, spec.accumulate, spec.optimizer, mode, model,
-                                      spec.fuse, spec.ranks));
-    if (spec.fuse) built = fuse_gradient_sums(built);
-    if (spec.blocked_layouts) return assign_layouts(built, *step.backend, layouts);
-    return built;
-  };
-  MEMFIT_ASSIGN_OR_RETURN(Graph graph, laid_out(mode, &step.model, &step.layouts));
+  StepGraph apply = start_step_graph(spec, t, build, *step.backend, &step.model, mode, "step");
+  MEMFIT_RETURN_IF_ERROR(lower(apply));
   std::vector<std::pair<std::string, size_t>> states;
-  for (const Value& v : graph.values()) {
+  for (const Value& v : apply.graph.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) {
       step.persistent.emplace_back(v.name, v.type.shape);
       states.emplace_back(v.name, v.bytes());
@@ -134,53 +150,49 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
   }
   // Accumulating, the micro-batches that only accumulate run on the same
   // arena: both steps keep their persistent inputs in one band of it.
-  Graph acc;
+  std::optional<StepGraph> acc;
   if (spec.accumulate > 1) {
-    MEMFIT_ASSIGN_OR_RETURN(acc, laid_out(UpdateMode::accumulate, nullptr, nullptr));
-    for (const Value& v : acc.values()) {
+    acc = start_step_graph(spec, t, build, *step.backend, &acc_model, UpdateMode::accumulate,
+                           "accumulate");
+    MEMFIT_RETURN_IF_ERROR(lower(*acc));
+    for (const Value& v : acc->graph.values()) {
       if (!v.producer.valid() && is_persistent(v.role)) states.emplace_back(v.name, v.bytes());
     }
   }
   const StateBand band = spec.accumulate > 1 ? make_state_band(states) : StateBand{};
-  // The choices and the predictions read the same node times: the roofline
-  // model's, or (measured: the default of optimal and milp only, since it
-  // takes seconds) each distinct node timed on the backend.
-  step.seconds = step_cost(graph, *step.backend, t.cost);
-  step.forward_seconds = graph_seconds(graph, step.seconds, true);
-  const PolicyContext context{step_planner(*step.backend, t.share, band), spec.budget,
-                              step.spec.link_gbps, step.seconds, spec.milp_seconds};
-  MEMFIT_ASSIGN_OR_RETURN(step.rewritten,
-                          rewrite_step_graph(std::move(graph), t, spec.tflms, context));
-  if (build.comm && build.comm->size() != spec.ranks) {
-    return Status::error("the step is planned for " + std::to_string(spec.ranks) +
-                         " ranks but runs on " + std::to_string(build.comm->size()));
-  }
+
+  // 4. The choices and the predictions read the same node times: the
+  // roofline model's, or (measured: the default of optimal and milp only,
+  // since it takes seconds) each distinct node timed on the backend.
+  step.seconds = step_cost(apply.graph, *step.backend, t.cost);
+  step.forward_seconds = graph_seconds(apply.graph, step.seconds, true);
+  const PolicyContext policy{step_planner(*step.backend, t.share, band), spec.budget,
+                             step.spec.link_gbps, step.seconds, spec.milp_seconds};
+
+  // 5. The memory passes; 6. the executables, in the order the schedule chose.
   ExecOptions exec{t.share, false, 0, step.spec.link_gbps, band};
+  exec.schedule = false;
   ExecOptions apply_exec = exec;
   if (spec.ranks > 1) {
-    const auto bucket_bytes = static_cast<size_t>(spec.bucket_mb * 1e6);
-    if (spec.shard == Shard::none) {
-      MEMFIT_ASSIGN_OR_RETURN(step.rewritten.graph,
-                              insert_all_reduce(std::move(step.rewritten.graph), spec.ranks,
-                                                bucket_bytes, &step.all_reduce));
-    } else {
-      const ShardOptions shard{spec.ranks, build.comm ? build.comm->rank() : 0, bucket_bytes,
-                               spec.shard == Shard::gradients};
-      MEMFIT_ASSIGN_OR_RETURN(step.rewritten.graph,
-                              shard_step(std::move(step.rewritten.graph), shard, &step.zero));
-      step.all_reduce = step.zero.buckets;
-    }
     apply_exec.comm = build.comm;
     apply_exec.comm_gbps = spec.comm_gbps;
   }
-  MEMFIT_ASSIGN_OR_RETURN(
-      step.apply, Executable::prepare(std::move(step.rewritten.graph), *step.backend, apply_exec));
-  if (build.accumulate_only && spec.accumulate > 1) {
-    MEMFIT_ASSIGN_OR_RETURN(RewrittenStep rewritten_acc,
-                            rewrite_step_graph(std::move(acc), t, spec.tflms, context));
-    MEMFIT_ASSIGN_OR_RETURN(
-        step.accumulate_only,
-        Executable::prepare(std::move(rewritten_acc.graph), *step.backend, exec));
+  apply.context.policy = policy;
+  MEMFIT_RETURN_IF_ERROR(apply.pipeline.memory.run(apply.graph, apply.context).status());
+  const PassSummaries& s = apply.context.summaries;
+  step.layouts = s.layouts;
+  step.rewritten.recompute = s.recompute;
+  step.rewritten.swap = s.swap;
+  step.rewritten.automatic = s.automatic;
+  step.all_reduce = s.all_reduce;
+  step.zero = s.zero;
+  MEMFIT_ASSIGN_OR_RETURN(step.apply,
+                          Executable::prepare(std::move(apply.graph), *step.backend, apply_exec));
+  if (build.accumulate_only && acc) {
+    acc->context.policy = policy;
+    MEMFIT_RETURN_IF_ERROR(acc->pipeline.memory.run(acc->graph, acc->context).status());
+    MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only,
+                            Executable::prepare(std::move(acc->graph), *step.backend, exec));
   }
   return step;
 }

@@ -1,26 +1,25 @@
-// compile_step: StepSpec -> model -> step graph -> techniques -> plan ->
+// compile_step: StepSpec -> model -> step graph -> pass pipeline -> plan ->
 // executable. The one path by which `memfit train`, `memfit plan` and
 // `memfit maxbatch` build a step, so that what is planned is what runs.
 //
 // 1. Check the spec and resolve its techniques (include/memfit/step.h).
-// 2. Build the backend (cpu or reference, with the spec's threads).
-// 3. Build the step graph: the model, its backward pass of the loss scaled by
-//    1/accumulate, the optimizer's nodes; with accumulate > 1, the
-//    micro-batch that applies the update (which holds all the other one
-//    holds and more); dead nodes removed; verified; gradient sums fused;
-//    the backend's blocked layouts with their reorder nodes (assign_layouts).
-// 4. Predicted node times, by the spec's cost model.
-// 5. Rewrite the step by its techniques under the budget: auto, or the
-//    recompute strategy and then the swap policy (src/passes).
-// 6. With ranks > 1, sum the gradients over the ranks (insert_all_reduce), or
-//    shard them with the optimizer state (shard_step, ZeRO: the graph of the
-//    communicator's rank, 0 without one), in the step that applies the
-//    update; micro-batches that only accumulate do not communicate.
-// 7. Prepare the executable: kernels, sizes, schedule and memory plan, no
-//    arena allocated and no budget check (check_step_budget says why a plan
-//    does not fit). Training allocates it (Executable::allocate).
+// 2. Build the backend (cpu, reference or cuda, with the spec's threads).
+// 3. Build the model and run the lowering passes of the step pipeline
+//    (src/passes/step_pipeline.h: forward fusion, autodiff with the loss
+//    scaled by 1/(accumulate x ranks) and the optimizer's nodes, gradient-sum
+//    fusion, layouts) on the step that applies the update and, with
+//    accumulate > 1, on the micro-batches that only accumulate (whose graph
+//    the other one holds and more).
+// 4. Predicted node times, by the spec's cost model; the state band of the
+//    persistent values both graphs keep in one arena.
+// 5. Run the memory passes of the pipeline under the budget (auto, or the
+//    recompute strategy and the swap policy; with ranks > 1, the all-reduce
+//    or ZeRO's sharding in the step that applies the update; the schedule).
+// 6. Prepare the executable: kernels, sizes and memory plan, no arena
+//    allocated and no budget check (check_step_budget says why a plan does
+//    not fit). Training allocates it (Executable::allocate).
 // With `accumulate_only` (training with accumulate > 1), the micro-batches
-// that only accumulate get a graph of their own, rewritten the same way.
+// that only accumulate get an executable of their own, from the same passes.
 #pragma once
 
 #include <memory>
@@ -35,6 +34,7 @@
 #include "passes/auto_policy.h"
 #include "passes/policy_context.h"
 #include "passes/recompute_strategy.h"
+#include "passes/step_pipeline.h"
 #include "passes/swap_policy.h"
 #include "passes/zero_shard.h"
 #include "runtime/executor.h"
@@ -47,9 +47,12 @@ struct StepBuild {
   // The ranks the step's gradients are summed over (not owned; its size must
   // be the spec's ranks); null: the step is planned, not run, or has one rank.
   Communicator* comm = nullptr;
+  // Where to write the IR text of each graph after each pass that changed it
+  // (src/step/graph_dumps.h); empty: nowhere.
+  std::string dump_graphs = {};
 };
 
-// A step graph after its techniques, with what each did.
+// A step graph after the memory passes, with what each did.
 struct RewrittenStep {
   Graph graph;
   RecomputeSummary recompute;
@@ -82,12 +85,20 @@ Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build =
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
                                               bool fastest_kernels = false);
 
-// One step graph as step 3 builds it, in `mode`; `model_out` (may be null)
-// receives the model. `fuse`: the forward ops fused first (fuse_forward_ops).
-// The loss is scaled by 1 / (accumulate * ranks).
+// One step graph as step 3 builds it, in `mode`, without layouts;
+// `model_out` (may be null) receives the model. `fuse`: the forward ops fused
+// first (fuse_forward_ops), not the gradient sums. The loss is scaled by
+// 1 / (accumulate * ranks).
 Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
                                bool fuse = false, int64_t ranks = 1);
+
+// The forward graph of `spec`'s model at `batch`, for evaluation and
+// prediction (no loss gradient; batch norm with its running statistics),
+// after the forward pipeline on `backend` (src/passes/step_pipeline.h);
+// `model_out` (may be null) receives the model.
+Result<Graph> build_forward_graph(const StepSpec& spec, int64_t batch, const Backend& backend,
+                                  Model* model_out);
 
 // The node times of `model`'s predictions for `step`: roofline, or measured
 // on `backend` (MeasuredCosts, 3 runs of each distinct node).
@@ -97,9 +108,5 @@ NodeSeconds step_cost(const Graph& step, const Backend& backend, CostModel model
 // policies; the workspaces come from one kernel per distinct node
 // (WorkspaceSizes), shared by every plan of the planner returned.
 PlanGraph step_planner(const Backend& backend, bool share, const StateBand& band = {});
-
-// Step 5 alone: `step` rewritten by `techniques` under `context`.
-Result<RewrittenStep> rewrite_step_graph(Graph step, const Techniques& techniques,
-                                         const TflmsOptions& tflms, const PolicyContext& context);
 
 }  // namespace memfit

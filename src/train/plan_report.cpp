@@ -67,7 +67,8 @@ BytesByRole public_roles(const RoleBytes& roles) {
 }  // namespace
 
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
-  MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step(request.step));
+  MEMFIT_ASSIGN_OR_RETURN(CompiledStep step,
+                          compile_step(request.step, StepBuild{.dump_graphs = request.dump_graphs}));
   MEMFIT_RETURN_IF_ERROR(check_step_budget(step));
   return plan_report(step);
 }

@@ -228,3 +228,27 @@ out=$("$memfit" plan --model lenet --batch 2 --fastest-kernels 2>&1) || rc=$?
 grep -q "^memfit plan: --fastest-kernels .* needs --backend cuda" <<<"$out" ||
   fail "plan --fastest-kernels on cpu said: $out"
 echo "cli_plan: cuda ok"
+
+# --dump-graphs: the step graph after each pass that changed it, in the
+# pipeline's order, the last one being what runs (the unit test reads them
+# back); the same plan as without the flag; a file in the way is refused.
+dumps="$dir/dumps"
+json=$("$memfit" plan --model lenet --batch 64 --json) || fail "plan --json exited $?"
+out=$("$memfit" plan --model lenet --batch 64 --dump-graphs "$dumps" --json) ||
+  fail "plan --dump-graphs exited $?"
+[ "$out" = "$json" ] || fail "--dump-graphs changed the plan"
+listed=$(cd "$dumps" && ls)
+expected="step-00-model.ir
+step-01-fuse_forward_ops.ir
+step-02-autodiff.ir
+step-03-assign_layouts.ir
+step-04-schedule.ir"
+[ "$listed" = "$expected" ] || fail "--dump-graphs wrote: $listed"
+head -n 1 "$dumps/step-02-autodiff.ir" | grep -q '^memfit-graph 1$' || fail "a dump is not IR text"
+touch "$dir/file"
+rc=0
+out=$("$memfit" plan --model lenet --batch 8 --dump-graphs "$dir/file" 2>&1) || rc=$?
+[ "$rc" = 1 ] || fail "--dump-graphs onto a file exited $rc"
+grep -q "^memfit plan: --dump-graphs .*/file: not a directory" <<<"$out" ||
+  fail "--dump-graphs onto a file said: $out"
+echo "cli_plan: dump-graphs ok"

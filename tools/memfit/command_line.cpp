@@ -502,6 +502,12 @@ CommandLine::CommandLine()
       ->add_option("--timeline", c.plan_output.timeline_path,
                    "write the live bytes over the step as an SVG image to this file")
       ->check(kPath);
+  plan_cmd
+      ->add_option("--dump-graphs", c.plan.dump_graphs,
+                   "write the step graph's IR text after each pass that changed it to this "
+                   "directory, as DIR/step-NN-PASS.ir (docs/pipeline.md); earlier dumps there "
+                   "are replaced")
+      ->check(kPath);
   add_ranks_flag(plan_cmd, c.plan.step);
   add_profile_flags(plan_cmd, c.plan_output.profile);
   plan_cmd->get_option("--profile")->excludes("--json");
