@@ -25,8 +25,8 @@ using Names = std::vector<std::string_view>;
 
 TEST(StepPipeline, ListsThePassesInOrder) {
   StepPipelineOptions o;
-  o.techniques.recompute = Recompute::sqrt;
-  o.techniques.swap = Swap::budget;
+  o.recompute = Recompute::sqrt;
+  o.swap = Swap::budget;
   const StepPipeline plain = step_pipeline(o);
   EXPECT_EQ(plain.lowering.names(),
             (Names{"fuse_forward_ops", "autodiff", "fuse_gradient_sums", "assign_layouts"}));
@@ -34,14 +34,14 @@ TEST(StepPipeline, ListsThePassesInOrder) {
 
   o.ranks = 2;
   EXPECT_EQ(step_pipeline(o).memory.names(), (Names{"recompute", "swap", "all_reduce", "schedule"}));
-  o.shard = Shard::optimizer;
+  o.zero = true;
   EXPECT_EQ(step_pipeline(o).memory.names(), (Names{"recompute", "swap", "zero_shard", "schedule"}));
   // The micro-batches that only accumulate do not communicate.
   o.mode = UpdateMode::accumulate;
   EXPECT_EQ(step_pipeline(o).memory.names(), (Names{"recompute", "swap", "schedule"}));
 
   StepPipelineOptions a;
-  a.techniques.automatic = true;
+  a.automatic = true;
   a.fuse_forward = a.fuse_gradient_sums = a.blocked_layouts = false;
   a.schedule = false;
   const StepPipeline automatic = step_pipeline(a);

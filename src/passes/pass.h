@@ -18,7 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "memfit/builder.h"
 #include "memfit/ir.h"
 #include "passes/all_reduce.h"
 #include "passes/assign_layouts.h"
@@ -30,6 +29,18 @@
 #include "passes/zero_shard.h"
 
 namespace memfit {
+
+// The forward model the lowering passes start from: forward fusion follows
+// its values through the renumbering and keeps the fused graph here;
+// autodiff reads the loss and the parameters.
+struct ForwardModel {
+  Graph graph;  // the forward graph the ids below index
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> params;
+  ValueId labels;
+  ValueId logits;
+  ValueId loss;
+};
 
 // What the passes of one step graph reported.
 struct PassSummaries {
@@ -53,11 +64,9 @@ struct PassContext {
   // The backend the step runs on: its layouts and kernels' workspaces.
   // Null only for pipelines whose passes need none (autodiff, fusion).
   const Backend* backend = nullptr;
-  // The model whose forward graph the pipeline starts from: forward fusion
-  // follows its values through the renumbering, autodiff reads its loss
-  // and parameters. Null after autodiff has run, or for a step graph given
-  // whole.
-  Model* model = nullptr;
+  // The model whose forward graph the pipeline starts from; null for a
+  // pipeline without forward fusion or autodiff.
+  ForwardModel* model = nullptr;
   // The planner, the budget, the link and the node times of the memory
   // passes (recompute, swap, auto); the node-times pass fills `seconds`.
   PolicyContext policy;

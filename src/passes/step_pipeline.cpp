@@ -21,7 +21,7 @@ class FuseForwardOpsPass final : public Pass {
     std::vector<ValueId> map;
     graph = fuse_forward_ops(graph, &context.summaries.fused_forward, &map);
     if (map.empty()) return false;
-    if (Model* model = context.model) {
+    if (ForwardModel* model = context.model) {
       const auto remap = [&](ValueId& v) {
         if (v.valid()) v = map[v.idx()];
       };
@@ -46,7 +46,7 @@ class AutodiffPass final : public Pass {
   std::string_view name() const override { return "autodiff"; }
   Result<bool> run(Graph& graph, PassContext& context) override {
     MEMFIT_CHECK(context.model != nullptr);
-    const Model& model = *context.model;
+    const ForwardModel& model = *context.model;
     MEMFIT_ASSIGN_OR_RETURN(auto grads,
                             append_gradients(graph, model.loss, model.params, loss_scale_));
     MEMFIT_RETURN_IF_ERROR(append_optimizer(graph, model.params, grads, optimizer_, mode_));
@@ -226,20 +226,19 @@ StepPipeline step_pipeline(const StepPipelineOptions& o) {
   if (o.blocked_layouts) lowering.emplace<AssignLayoutsPass>();
 
   PassPipeline& memory = pipeline.memory;
-  const Techniques& t = o.techniques;
-  if (t.automatic) {
+  if (o.automatic) {
     memory.emplace<AutoPass>();
   } else {
-    memory.emplace<RecomputePass>(t.recompute, t.mirror);
-    memory.emplace<SwapPass>(t.swap, o.tflms);
+    memory.emplace<RecomputePass>(o.recompute, o.mirror);
+    memory.emplace<SwapPass>(o.swap, o.tflms);
   }
   // Micro-batches that only accumulate do not communicate.
   if (o.ranks > 1 && o.mode != UpdateMode::accumulate) {
-    if (o.shard == Shard::none) {
+    if (!o.zero) {
       memory.emplace<AllReducePass>(o.ranks, o.bucket_bytes);
     } else {
       memory.emplace<ZeroShardPass>(
-          ShardOptions{o.ranks, o.rank, o.bucket_bytes, o.shard == Shard::gradients});
+          ShardOptions{o.ranks, o.rank, o.bucket_bytes, o.zero_gradients});
     }
   }
   if (o.schedule) memory.emplace<SchedulePass>();

@@ -45,7 +45,7 @@
 
 #include "autodiff/autodiff.h"
 #include "memfit/optimizer.h"
-#include "memfit/step.h"
+#include "memfit/techniques.h"
 #include "passes/pass.h"
 
 namespace memfit {
@@ -58,10 +58,15 @@ struct StepPipelineOptions {
   int64_t ranks = 1;
   OptimizerConfig optimizer;
   UpdateMode mode = UpdateMode::apply;
-  Techniques techniques;
+  // The memory techniques (resolve_techniques, include/memfit/step.h).
+  bool automatic = false;  // --policy auto: pass 5 is auto, and there is no 6
+  Recompute recompute = Recompute::none;
+  bool mirror = false;
+  Swap swap = Swap::none;
   TflmsOptions tflms;
   // The data-parallel passes (7), for the step that applies the update.
-  Shard shard = Shard::none;
+  bool zero = false;            // --shard: zero_shard instead of all_reduce
+  bool zero_gradients = false;  // --shard gradients (stage 2)
   size_t bucket_bytes = 0;
   int64_t rank = 0;  // the communicator's rank (zero_shard's block)
   // false: leave the order to Executable::prepare (tests of single passes).

@@ -21,6 +21,25 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threa
   return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
 }
 
+namespace {
+
+ForwardModel forward_of(const Model& model) {
+  return ForwardModel{model.graph,  model.inputs, model.params,
+                      model.labels, model.logits, model.loss};
+}
+
+// `model` with the graph and values the lowering passes left in `forward`.
+void adopt(Model& model, ForwardModel forward) {
+  model.graph = std::move(forward.graph);
+  model.inputs = std::move(forward.inputs);
+  model.params = std::move(forward.params);
+  model.labels = forward.labels;
+  model.logits = forward.logits;
+  model.loss = forward.loss;
+}
+
+}  // namespace
+
 Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
                                const OptimizerConfig& optimizer, UpdateMode mode, Model* model_out,
                                bool fuse, int64_t ranks) {
@@ -34,11 +53,15 @@ Result<Graph> build_step_graph(const ModelOptions& options, int64_t accumulate,
   lowering.optimizer = optimizer;
   lowering.mode = mode;
   const StepPipeline pipeline = step_pipeline(lowering);
+  ForwardModel forward = forward_of(model);
   PassContext context;
-  context.model = &model;
+  context.model = &forward;
   Graph graph = model.graph;
   MEMFIT_RETURN_IF_ERROR(pipeline.lowering.run(graph, context).status());
-  if (model_out) *model_out = std::move(model);
+  if (model_out) {
+    adopt(model, std::move(forward));
+    *model_out = std::move(model);
+  }
   return graph;
 }
 
@@ -85,7 +108,7 @@ struct StepGraph {
 // The pipeline of `spec`'s step in `mode`, with `dumps` (may be empty) as
 // the hook that shows each graph.
 StepGraph start_step_graph(const StepSpec& spec, const Techniques& t, const StepBuild& build,
-                           const Backend& backend, Model* model, UpdateMode mode,
+                           const Backend& backend, ForwardModel* model, UpdateMode mode,
                            const std::string& graph_name) {
   StepPipelineOptions options;
   options.fuse_forward = options.fuse_gradient_sums = spec.fuse;
@@ -94,9 +117,13 @@ StepGraph start_step_graph(const StepSpec& spec, const Techniques& t, const Step
   options.ranks = spec.ranks;
   options.optimizer = spec.optimizer;
   options.mode = mode;
-  options.techniques = t;
+  options.automatic = t.automatic;
+  options.recompute = t.recompute;
+  options.mirror = t.mirror;
+  options.swap = t.swap;
   options.tflms = spec.tflms;
-  options.shard = spec.shard;
+  options.zero = spec.shard != Shard::none;
+  options.zero_gradients = spec.shard == Shard::gradients;
   options.bucket_bytes = static_cast<size_t>(spec.bucket_mb * 1e6);
   options.rank = build.comm ? build.comm->rank() : 0;
   StepGraph step{.graph = model->graph, .context = {}, .pipeline = step_pipeline(options)};
@@ -135,12 +162,15 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
 
   // 3. Lowering, of both graphs.
   MEMFIT_ASSIGN_OR_RETURN(step.model, make_model(spec.model, true));
-  Model acc_model;
-  if (spec.accumulate > 1) acc_model = step.model;
+  ForwardModel forward = forward_of(step.model);
+  ForwardModel acc_forward;
+  if (spec.accumulate > 1) acc_forward = forward;
   const UpdateMode mode =
       spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  StepGraph apply = start_step_graph(spec, t, build, *step.backend, &step.model, mode, "step");
+  StepGraph apply = start_step_graph(spec, t, build, *step.backend, &forward, mode, "step");
   MEMFIT_RETURN_IF_ERROR(lower(apply));
+  adopt(step.model, std::move(forward));
+  apply.context.model = nullptr;
   std::vector<std::pair<std::string, size_t>> states;
   for (const Value& v : apply.graph.values()) {
     if (!v.producer.valid() && is_persistent(v.role)) {
@@ -152,7 +182,7 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
   // arena: both steps keep their persistent inputs in one band of it.
   std::optional<StepGraph> acc;
   if (spec.accumulate > 1) {
-    acc = start_step_graph(spec, t, build, *step.backend, &acc_model, UpdateMode::accumulate,
+    acc = start_step_graph(spec, t, build, *step.backend, &acc_forward, UpdateMode::accumulate,
                            "accumulate");
     MEMFIT_RETURN_IF_ERROR(lower(*acc));
     for (const Value& v : acc->graph.values()) {
