@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -311,6 +313,34 @@ TEST(Resume, RefusesBadCheckpoints) {
   ASSERT_FALSE(truncated.is_ok());
   EXPECT_NE(truncated.message().find(path), std::string::npos) << truncated.message();
   EXPECT_EQ(std::filesystem::file_size(path), size / 2);
+}
+
+// A --resume path of any length is quoted whole, in the progress lines and
+// in errors (a 256-byte buffer once cut both short).
+TEST(Resume, QuotesALongCheckpointPathWhole) {
+  testing::ScratchDir dir;
+  const std::filesystem::path folder = dir.path() / std::string(200, 'a') / std::string(200, 'b');
+  std::filesystem::create_directories(folder);
+  const std::string path = (folder / "run.ckpt").string();
+  TrainOptions o;
+  o.step.model = {.name = "lenet", .batch = 4};
+  o.synthetic = true;
+  o.limit = 64;  // 16 optimizer steps an epoch
+  o.epochs = 1;
+  o.save_path = path;
+  ASSERT_TRUE(train(o, quiet).is_ok());
+
+  o.save_path.clear();
+  o.resume_path = path;
+  std::vector<std::string> lines;
+  auto done = train(o, [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_FALSE(done.is_ok());
+  EXPECT_EQ(done.message(), "checkpoint " + path +
+                                " is after epoch 1, and the run ends with epoch 1: nothing is "
+                                "left to train");
+  EXPECT_NE(
+      std::find(lines.begin(), lines.end(), "resumed from " + path + " after epoch 1 (step 16)"),
+      lines.end());
 }
 
 // At --lr 10 lenet's parameters overflow to NaN within the first epoch, yet
