@@ -2,15 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <limits>
-#include <new>
+#include <iterator>
 
 #include "core/check.h"
 #include "ops/op_table.h"
 #include "runtime/backend_plan.h"
+#include "runtime/kernel_clock_observer.h"
+#include "runtime/poison_observer.h"
+#include "runtime/profile_observer.h"
+#include "runtime/stream_point_observer.h"
+#include "runtime/timeline_observer.h"
 
 namespace memfit {
 
@@ -19,12 +20,35 @@ const std::vector<float>* StateStore::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-Status Executable::poison(const Slice& slice) const {
-  if (slice.pool == Pool::device) return device_->poison(at(slice), slice.bytes);
-  // The host pool is host memory on every device.
-  std::fill_n(reinterpret_cast<float*>(at(slice)), slice.bytes / sizeof(float),
-              std::numeric_limits<float>::quiet_NaN());
-  return Status::ok();
+namespace {
+
+bool is_swap_copy(OpKind op) { return op == OpKind::to_host || op == OpKind::to_device; }
+
+void add_run(RunTotals& totals, const StepResult& result) {
+  ++totals.runs;
+  totals.seconds += result.seconds;
+  totals.io_seconds += result.io_seconds;
+  totals.copy_wait_seconds += result.copy_wait_seconds;
+  totals.comm_seconds += result.comm_seconds;
+  totals.comm_wait_seconds += result.comm_wait_seconds;
+}
+
+}  // namespace
+
+struct Executable::StepRun {
+  StepResult result;
+  StepTimes times;
+  size_t high_water = 0;        // the highest arena byte given to a kernel or copy so far
+  std::vector<int64_t> events;  // the task of each copy or comm node
+  // The first collective's error, written on the communication thread; and
+  // a device's error, which the streams drain before it returns.
+  Status comm_status, failed;
+  std::vector<void*> inputs, outputs;  // the node's buffers, reused from node to node
+};
+
+std::byte* Executable::touch(const Slice& slice, size_t& high_water) const {
+  if (slice.pool == Pool::device) high_water = std::max(high_water, slice.end());
+  return at(slice);
 }
 
 Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backend& backend,
@@ -67,6 +91,9 @@ Result<std::unique_ptr<Executable>> Executable::prepare(Graph graph, const Backe
   exe->sizes_ = std::move(planned.sizes);
   exe->plan_ = std::move(planned.plan);
   exe->node_seconds_.assign(exe->graph_.num_nodes(), 0.0);
+  exe->observers_.push_back(std::make_unique<TimelineObserver>(exe->graph_, exe->last_step_));
+  exe->observers_.push_back(
+      std::make_unique<ProfileObserver>(exe->graph_, exe->last_step_, exe->node_seconds_));
   return exe;
 }
 
@@ -94,26 +121,8 @@ Status Executable::allocate_on_arena_of(const Executable& other, bool poison) {
 }
 
 Status Executable::set_up(bool poison) {
-  options_.poison = poison;
   const MemoryPlan& plan = plan_;
   const Graph& scheduled = graph_;
-
-  // A slice dies after its value's last reader, unless a value written in
-  // place over it lives on in the same bytes; values live to the end never die.
-  std::vector<bool> continued(scheduled.num_values(), false);
-  for (ValueId over : plan.inplace_of) {
-    if (over.valid()) continued[over.idx()] = true;
-  }
-  dead_after_.resize(scheduled.num_nodes());
-  const auto end = static_cast<int32_t>(scheduled.num_nodes());
-  for (size_t v = 0; v < scheduled.num_values(); ++v) {
-    const int32_t last = plan.value_live[v].last;
-    if (continued[v] || last < 0 || last >= end) continue;
-    dead_after_[static_cast<size_t>(last)].push_back(plan.value_slices[v]);
-  }
-  for (size_t n = 0; n < scheduled.num_nodes(); ++n) {
-    if (plan.workspace_slices[n].bytes > 0) dead_after_[n].push_back(plan.workspace_slices[n]);
-  }
 
   // Events: a compute node waits for the copies whose outputs it reads;
   // swap_wait waits for the to_host that made its input 1. Copy nodes reading
@@ -147,27 +156,41 @@ Status Executable::set_up(bool poison) {
   if (has_copy_nodes(scheduled)) {
     MEMFIT_ASSIGN_OR_RETURN(copies_, device_->swap_stream(options_.link_gbps * 1e9));
   }
+  // First in the list: their work on the device's streams after a node
+  // comes after the kernel clock's mark.
+  std::vector<std::unique_ptr<StepObserver>> first;
   if (has_comm_nodes(scheduled)) {
     comms_ = std::make_unique<CopyEngine>(options_.comm_gbps * 1e9);
-    const auto comm_nodes = std::count_if(scheduled.nodes().begin(), scheduled.nodes().end(),
-                                          [](const Node& node) { return op_info(node.op).comm; });
-    MEMFIT_ASSIGN_OR_RETURN(points_, device_->stream_points(static_cast<size_t>(comm_nodes)));
+    if (device_ != host_device()) {
+      MEMFIT_ASSIGN_OR_RETURN(auto points, StreamPointObserver::make(scheduled, *device_));
+      first.push_back(std::move(points));
+    }
   }
   if (poison) {
     // On another executable's arena, the state band is theirs too: left as it is.
     const bool shared = arena_.use_count() > 1;
     const size_t from = shared ? std::min(options_.band.bytes, plan.arena_bytes) : 0;
-    MEMFIT_RETURN_IF_ERROR(this->poison(Slice{from, plan.arena_bytes - from, Pool::device}));
-    MEMFIT_RETURN_IF_ERROR(this->poison(Slice{0, plan.host_bytes, Pool::host}));
+    MEMFIT_ASSIGN_OR_RETURN(
+        auto poisoner, PoisonObserver::make(scheduled, plan, *device_, arena_.get(), host_.get(),
+                                            copies_.get(), from));
+    first.push_back(std::move(poisoner));
   }
+  observers_.insert(observers_.begin(), std::make_move_iterator(first.begin()),
+                    std::make_move_iterator(first.end()));
   return Status::ok();
 }
 
 Status Executable::time_kernels() {
-  if (clock_) return Status::ok();
+  if (kernels_timed_) return Status::ok();
   // Marks: the kernels' start, one before and one after each node, and the
   // kernels' end.
-  MEMFIT_ASSIGN_OR_RETURN(clock_, device_->kernel_clock(2 + 2 * graph_.num_nodes()));
+  MEMFIT_ASSIGN_OR_RETURN(std::unique_ptr<KernelClock> clock,
+                          device_->kernel_clock(2 + 2 * graph_.num_nodes()));
+  if (!clock) return Status::ok();
+  // Before the timeline and the profile, the last two: they take its spans.
+  observers_.insert(observers_.end() - 2,
+                    std::make_unique<KernelClockObserver>(graph_, std::move(clock), last_step_));
+  kernels_timed_ = true;
   return Status::ok();
 }
 
@@ -276,6 +299,35 @@ Result<StepResult> Executable::run(StateStore& state, const Feeds& feeds, const 
 
 Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) {
   MEMFIT_CHECK(state_loaded_);
+  MEMFIT_RETURN_IF_ERROR(check_communicator());
+  using Clock = StepTimes::Clock;
+  StepRun run;
+  StepTimes& times = run.times;
+  times.start = Clock::now();
+  for (auto& observer : observers_) observer->begin_step(times);
+  MEMFIT_RETURN_IF_ERROR(feed(feeds, run.high_water));
+  // The feeds are in (their copies return when done): the device is idle.
+  times.nodes_start = times.since_start(Clock::now());
+  for (auto& observer : observers_) observer->begin_nodes(times);
+  run.events.assign(graph_.num_nodes(), -1);
+  for (size_t n = 0; n < graph_.num_nodes() && run.failed.is_ok(); ++n) issue(n, step, run);
+  MEMFIT_RETURN_IF_ERROR(drain(run));
+  times.outputs_start = times.since_start(Clock::now());
+  for (auto& observer : observers_) observer->end_nodes();
+
+  StepResult& result = run.result;
+  result.high_water_bytes = run.high_water;
+  MEMFIT_RETURN_IF_ERROR(copy_out(result));
+  MEMFIT_RETURN_IF_ERROR(device_->synchronize());
+  times.end = times.since_start(Clock::now());
+  for (auto& observer : observers_) MEMFIT_RETURN_IF_ERROR(observer->end_step(times));
+  result.seconds = times.end;
+  result.io_seconds = times.nodes_start + (times.end - times.outputs_start);
+  add_run(totals_, result);
+  return std::move(result);
+}
+
+Status Executable::check_communicator() const {
   if (comms_ && !options_.comm) {
     return Status::error("this step sums gradients over ranks and needs a communicator");
   }
@@ -293,140 +345,89 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
                        "' communicator sums GPU memory, and this step's arena is "
                        "on the host");
   }
-  using Clock = std::chrono::steady_clock;
-  const Graph& g = graph_;
-  const Clock::time_point step_start = Clock::now();
-  auto since_start = [step_start](Clock::time_point t) {
-    return std::chrono::duration<double>(t - step_start).count();
-  };
-  last_step_.nodes.assign(g.num_nodes(), Span{});
-  size_t high_water = 0;
-  auto touch = [&](const Slice& slice) {
-    if (slice.pool == Pool::device) high_water = std::max(high_water, slice.end());
-    return at(slice);
-  };
-  for (size_t v = 0; v < g.num_values(); ++v) {
-    const Value& value = g.values()[v];
+  return Status::ok();
+}
+
+Status Executable::feed(const Feeds& feeds, size_t& high_water) const {
+  for (size_t v = 0; v < graph_.num_values(); ++v) {
+    const Value& value = graph_.values()[v];
     if (value.producer.valid()) continue;
     // State is in the arena already; it counts as touched.
     if (is_persistent(value.role)) {
-      touch(plan_.value_slices[v]);
+      touch(plan_.value_slices[v], high_water);
       continue;
     }
     auto it = feeds.find(value.name);
     if (it == feeds.end()) return Status::error("no data was given for input '" + value.name + "'");
     MEMFIT_RETURN_IF_ERROR(
-        device_->to_device(touch(plan_.value_slices[v]), it->second, value.bytes()));
+        device_->to_device(touch(plan_.value_slices[v], high_water), it->second, value.bytes()));
   }
+  return Status::ok();
+}
 
-  StepResult result;
-  last_step_.data_in = Span{0, since_start(Clock::now())};
-  // The feeds are in (their copies return when done): the device is idle, so
-  // its clock's mark 0 passes now.
-  const double kernels_start = last_step_.data_in.end;
-  if (clock_) clock_->mark(0);
-  result.io_seconds = last_step_.data_in.end;
-  std::vector<int64_t> event(g.num_nodes(), -1);  // the task of each copy or comm node
-  size_t comm_nodes_started = 0;
-  Status comm_status;  // the first collective's error; written on the communication thread
-  Status failed;       // a device's error; the streams drain before it returns
-  std::vector<void*> inputs, outputs;
-  for (size_t n = 0; n < g.num_nodes() && failed.is_ok(); ++n) {
-    const Node& node = g.nodes()[n];
-    // A swap_wait's time is its wait for the copy (on a GPU, compute standing
-    // still); any other node's wait comes before its kernel's time.
-    const bool swap_wait = node.op == OpKind::swap_wait;
-    if (clock_ && swap_wait) clock_->mark(1 + 2 * n);
-    for (int32_t copy : waits_for_[n]) {
-      result.copy_wait_seconds += copies_->wait(event[static_cast<size_t>(copy)]);
-    }
-    for (int32_t comm : comm_waits_for_[n]) {
-      result.comm_wait_seconds += comms_->wait(event[static_cast<size_t>(comm)]);
-    }
-    inputs.clear();
-    outputs.clear();
-    for (ValueId in : node.inputs) inputs.push_back(touch(plan_.value_slices[in.idx()]));
-    for (ValueId out : node.outputs) outputs.push_back(touch(plan_.value_slices[out.idx()]));
-    const bool copy = node.op == OpKind::to_host || node.op == OpKind::to_device;
-    if (copy) {
-      // Issued here, run by the copy thread; it alone writes this node's time.
-      double& seconds = node_seconds_[n];
-      Span& span = last_step_.nodes[n];
-      event[n] = copies_->copy(outputs[0], inputs[0], g.value(node.inputs[0]).bytes(),
-                               [&seconds, &span, since_start](Clock::time_point start, double s) {
-                                 seconds += s;
-                                 span.start = since_start(start);
-                                 span.end = span.start + s;
-                               });
-    } else {
-      const Slice& workspace = plan_.workspace_slices[n];
-      void* workspace_data = workspace.bytes > 0 ? touch(workspace) : nullptr;
-      if (clock_ && !swap_wait) clock_->mark(1 + 2 * n);
-      const Clock::time_point start = Clock::now();
-      kernels_[n]->run(KernelArgs{inputs, outputs, workspace_data, step});
-      const Clock::time_point end = Clock::now();
-      if (clock_) clock_->mark(2 + 2 * n);
-      // With a kernel clock these are launch times, replaced once it is read.
-      last_step_.nodes[n] = Span{since_start(start), since_start(end)};
-      if (op_info(node.op).comm) {
-        // On a GPU the kernels that fill the bucket may still run: the
-        // communication thread waits for a point after them, not this one.
-        // Without a point (a device without them, or a failed record) the
-        // host waits for the device here.
-        const size_t index = comm_nodes_started++;
-        int64_t point = -1;
-        if (points_ && failed.is_ok()) {
-          failed = points_->record(index);
-          if (failed.is_ok()) point = static_cast<int64_t>(index);
-        }
-        if (point < 0 && off_host) {
-          const Status waited = device_->synchronize();
-          if (failed.is_ok()) failed = waited;
-        }
-        event[n] = start_collective(node, outputs[0], point, result, comm_status);
-      }
-    }
-    if (options_.poison) {
-      if (copy) {
-        // The copy may still read what dies here: poison after it, in stream order.
-        for (const Slice& slice : dead_after_[n]) copies_->poison(at(slice), slice.bytes);
-      } else {
-        for (const Slice& slice : dead_after_[n]) {
-          // A copy into or out of a host slice may still run (on a GPU the
-          // compute stream, not the host, waits for it): after it, in order.
-          if (slice.pool == Pool::host && copies_) {
-            copies_->poison(at(slice), slice.bytes);
-          } else if (failed.is_ok()) {
-            failed = poison(slice);
-          }
-        }
-      }
-    }
+void Executable::issue(size_t n, const StepContext& step, StepRun& run) {
+  const Node& node = graph_.nodes()[n];
+  for (auto& observer : observers_) observer->before_node(n);
+  for (int32_t copy : waits_for_[n]) {
+    run.result.copy_wait_seconds += copies_->wait(run.events[static_cast<size_t>(copy)]);
   }
-  // Copies and collectives still running hold references to this frame.
+  for (int32_t comm : comm_waits_for_[n]) {
+    run.result.comm_wait_seconds += comms_->wait(run.events[static_cast<size_t>(comm)]);
+  }
+  run.inputs.clear();
+  run.outputs.clear();
+  for (ValueId in : node.inputs) {
+    run.inputs.push_back(touch(plan_.value_slices[in.idx()], run.high_water));
+  }
+  for (ValueId out : node.outputs) {
+    run.outputs.push_back(touch(plan_.value_slices[out.idx()], run.high_water));
+  }
+  if (is_swap_copy(node.op)) {
+    // Issued here, run by the copy thread, which tells the observers when it is done.
+    run.events[n] =
+        copies_->copy(run.outputs[0], run.inputs[0], graph_.value(node.inputs[0]).bytes(),
+                      [this, n](SwapStream::Clock::time_point start, double seconds) {
+                        for (auto& observer : observers_) {
+                          observer->copy_done(n, start, seconds);
+                        }
+                      });
+  } else {
+    const Slice& workspace = plan_.workspace_slices[n];
+    void* workspace_data = workspace.bytes > 0 ? touch(workspace, run.high_water) : nullptr;
+    for (auto& observer : observers_) observer->before_kernel(n);
+    kernels_[n]->run(KernelArgs{run.inputs, run.outputs, workspace_data, step});
+    for (auto it = observers_.rbegin(); it != observers_.rend(); ++it) {
+      (*it)->after_kernel(n, run.failed);
+    }
+    if (op_info(node.op).comm) run.events[n] = start_collective(n, run.outputs[0], run);
+  }
+  for (auto it = observers_.rbegin(); it != observers_.rend(); ++it) {
+    (*it)->after_node(n, run.failed);
+  }
+}
+
+Status Executable::drain(StepRun& run) const {
+  // Copies and collectives still running hold references to the step's state.
   const Status copied = copies_ ? copies_->drain() : Status::ok();
   const Status summed = comms_ ? comms_->drain() : Status::ok();
-  Status stopped = !failed.is_ok()   ? failed
-                   : !copied.is_ok() ? copied
-                   : !summed.is_ok() ? summed
-                                     : comm_status;
-  if (!stopped.is_ok()) {
-    // The device drains too: what it recorded during this step (a library
-    // call that failed inside a kernel) is this step's error, not a later
-    // synchronize's.
-    const Status drained = device_->synchronize();
-    if (!drained.is_ok()) {
-      stopped =
-          Status::error(stopped.message() + "; the device also reported: " + drained.message());
-    }
-    return stopped;
+  Status stopped = !run.failed.is_ok() ? run.failed
+                   : !copied.is_ok()   ? copied
+                   : !summed.is_ok()   ? summed
+                                       : run.comm_status;
+  if (stopped.is_ok()) return stopped;
+  // The device drains too: what it recorded during this step (a library
+  // call that failed inside a kernel) is this step's error, not a later
+  // synchronize's.
+  const Status drained = device_->synchronize();
+  if (!drained.is_ok()) {
+    stopped = Status::error(stopped.message() + "; the device also reported: " + drained.message());
   }
-  const Clock::time_point outputs_start = Clock::now();
-  if (clock_) clock_->mark(1 + 2 * g.num_nodes());
+  return stopped;
+}
 
-  result.high_water_bytes = high_water;
-  for (ValueId v : g.outputs()) {
-    const Value& value = g.value(v);
+Status Executable::copy_out(StepResult& result) const {
+  for (ValueId v : graph_.outputs()) {
+    const Value& value = graph_.value(v);
     MEMFIT_CHECK(value.type.dtype == DType::f32);
     std::vector<float>& output = result.outputs[value.name];
     output.resize(static_cast<size_t>(value.elements()));
@@ -435,68 +436,36 @@ Result<StepResult> Executable::run(const Feeds& feeds, const StepContext& step) 
   }
   // The next step finds each state in its own slice: an update not written
   // in place moves there (both live to the end of the step, so they are apart).
-  for (const StateUpdate& u : g.updates()) {
+  for (const StateUpdate& u : graph_.updates()) {
     const Slice& state = plan_.value_slices[u.state.idx()];
     const Slice& next = plan_.value_slices[u.next.idx()];
     if (state.offset != next.offset) {
-      MEMFIT_RETURN_IF_ERROR(device_->within(at(state), at(next), g.value(u.state).bytes()));
+      MEMFIT_RETURN_IF_ERROR(device_->within(at(state), at(next), graph_.value(u.state).bytes()));
     }
   }
-  MEMFIT_RETURN_IF_ERROR(device_->synchronize());
-  const Clock::time_point step_end = Clock::now();
-  result.seconds = since_start(step_end);
-  // Copying the outputs out starts once the host has issued every kernel; on
-  // a device with a clock, it waits first for the kernels still running,
-  // whose time is theirs, not the copy's.
-  double outputs_begin = since_start(outputs_start);
-  if (clock_) {
-    MEMFIT_ASSIGN_OR_RETURN(const std::vector<double> marks, clock_->read());
-    for (size_t n = 0; n < g.num_nodes(); ++n) {
-      const double begin = marks[1 + 2 * n], end = marks[2 + 2 * n];
-      if (begin >= 0 && end >= 0)
-        last_step_.nodes[n] = Span{kernels_start + begin, kernels_start + end};
-    }
-    const double kernels_end = marks[1 + 2 * g.num_nodes()];
-    if (kernels_end >= 0) {
-      outputs_begin = std::clamp(kernels_start + kernels_end, outputs_begin, result.seconds);
-    }
-  }
-  for (size_t n = 0; n < g.num_nodes(); ++n) {
-    const OpKind op = g.nodes()[n].op;
-    if (op == OpKind::to_host || op == OpKind::to_device) continue;  // timed by the copy stream
-    node_seconds_[n] += last_step_.nodes[n].end - last_step_.nodes[n].start;
-  }
-  result.io_seconds += result.seconds - outputs_begin;
-  last_step_.data_out = Span{outputs_begin, result.seconds};
-  last_step_.seconds = result.seconds;
-  ++totals_.runs;
-  totals_.seconds += result.seconds;
-  totals_.io_seconds += result.io_seconds;
-  totals_.copy_wait_seconds += result.copy_wait_seconds;
-  totals_.comm_seconds += result.comm_seconds;
-  totals_.comm_wait_seconds += result.comm_wait_seconds;
-  return result;
+  return Status::ok();
 }
 
-int64_t Executable::start_collective(const Node& node, void* bucket, int64_t point,
-                                     StepResult& result, Status& status) {
+int64_t Executable::start_collective(size_t n, void* bucket, StepRun& run) {
+  const Node& node = graph_.nodes()[n];
   const auto& attrs = std::get<BucketAttrs>(node.attrs);
   auto* data = static_cast<float*>(bucket);
   Communicator* comm = options_.comm;
   const OpKind op = node.op;
   const auto size = static_cast<size_t>(attrs.size);
   const auto block = static_cast<size_t>(attrs.block());
-  // Runs on the communication thread; `result` and `status` are read after drain().
-  // First, untimed, the wait for the kernels that fill the bucket (a GPU's).
-  std::function<void()> ready;
-  if (point >= 0) {
-    ready = [points = points_.get(), point, &status] {
+  // Runs on the communication thread; the step's result and comm_status are
+  // read after drain(). First, untimed, the observers' wait until the bucket
+  // may be read (a GPU's kernels filling it).
+  Status& status = run.comm_status;
+  auto ready = [this, n, &status] {
+    for (auto& observer : observers_) {
       if (!status.is_ok()) return;
-      if (Status passed = points->wait(static_cast<size_t>(point)); !passed.is_ok()) {
+      if (Status passed = observer->before_collective(n); !passed.is_ok()) {
         status = std::move(passed);
       }
-    };
-  }
+    }
+  };
   return comms_->transfer(
       static_cast<size_t>(comm_wire_bytes(op, attrs)),
       [comm, op, data, size, block, &status] {
@@ -506,7 +475,9 @@ int64_t Executable::start_collective(const Node& node, void* bucket, int64_t poi
                                                            : comm->all_gather(data, block);
         if (!done.is_ok()) status = std::move(done);
       },
-      [&result](SwapStream::Clock::time_point, double seconds) { result.comm_seconds += seconds; },
+      [&result = run.result](SwapStream::Clock::time_point, double seconds) {
+        result.comm_seconds += seconds;
+      },
       std::move(ready));
 }
 

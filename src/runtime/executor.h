@@ -22,6 +22,11 @@
 // collective on the bucket is issued to a second engine, the communication
 // thread, which calls the step's Communicator in issue order; readers of the
 // bucket (its wait node) wait for that event. The step ends when every collective has completed.
+//
+// The loop of a step issues that work alone. What watches or follows it
+// hangs off it as observers (src/runtime/step_observer.h): the stream points
+// that collectives wait for off the host, poison mode, the kernel clock, the
+// timeline and the profile.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,7 @@
 #include "runtime/copy_engine.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
+#include "runtime/step_observer.h"
 
 namespace memfit {
 
@@ -192,21 +198,35 @@ class Executable {
   void reset_times();
 
  private:
+  struct StepRun;  // one step's state in the loop
+
   std::byte* at(const Slice& slice) const {
     return (slice.pool == Pool::host ? host_.get() : arena_.get()) + slice.offset;
   }
-  Status poison(const Slice& slice) const;
+  // at(slice), counting its end in the high-water mark where it is in the arena.
+  std::byte* touch(const Slice& slice, size_t& high_water) const;
   // The persistent input `v`'s value in the arena, in the plain layout.
   Result<std::vector<float>> read_state(size_t v) const;
   // Writes `plain` (the plain layout) over persistent input `v` in the arena.
   Status write_state(size_t v, const std::vector<float>& plain) const;
-  // Issues the collective of comm node `node` (all_reduce_start,
-  // reduce_scatter_start, all_gather_start) on its output `bucket`; returns
-  // its event. Its seconds go to `result`, its error, if any, to `status`.
-  int64_t start_collective(const Node& node, void* bucket, int64_t point, StepResult& result,
-                           Status& status);
-  // allocate()'s work after the arena: dead slices, events, the host pool,
-  // the swap stream, poison mode.
+  // run()'s stages: the communicator fits the step's buckets; the feeds go
+  // into the arena (the state there counts as touched); node `n`'s work is
+  // issued, its observers told; every copy and collective completes, and the
+  // step's first error comes back; the outputs are copied out and the updates
+  // not written in place over their state moved there.
+  Status check_communicator() const;
+  Status feed(const Feeds& feeds, size_t& high_water) const;
+  void issue(size_t n, const StepContext& step, StepRun& run);
+  Status drain(StepRun& run) const;
+  Status copy_out(StepResult& result) const;
+  // Issues the collective of comm node `n` (all_reduce_start,
+  // reduce_scatter_start, all_gather_start) on its output `bucket`, after the
+  // observers' before_collective; returns its event. Its seconds go to the
+  // step's result, its error, if any, to the step's comm_status.
+  int64_t start_collective(size_t n, void* bucket, StepRun& run);
+  // allocate()'s work after the arena: events, the host pool, the swap
+  // stream, the communication thread, and the observers that work on the
+  // device's streams.
   Status set_up(bool poison);
 
   Graph graph_;
@@ -221,17 +241,18 @@ class Executable {
   MemoryPlan plan_;
   std::shared_ptr<std::byte> arena_;  // shared with allocate_on_arena_of's executable
   size_t arena_capacity_ = 0;
-  std::shared_ptr<std::byte> host_;     // the host pool, apart from the arena
+  std::shared_ptr<std::byte> host_;  // the host pool, apart from the arena
+  // The observers of every step, in the order their hooks run
+  // (step_observer.h): the stream points and poison mode, which work on the
+  // device's streams after a node; the kernel clock, once time_kernels()
+  // asked for it; last the timeline and the profile, which take the spans
+  // the clock refines. Before copies_ and comms_, whose threads call them,
+  // so that they outlive those threads.
+  std::vector<std::unique_ptr<StepObserver>> observers_;
   std::unique_ptr<SwapStream> copies_;  // null when the graph has no copy node
-  // One per comm node, after the kernels that fill its bucket: the
-  // communication thread waits for it. Null on the host. Before comms_,
-  // whose thread uses it, so that it outlives that thread.
-  std::unique_ptr<StreamPoints> points_;
   std::unique_ptr<CopyEngine> comms_;   // null when it has no all_reduce_start
-  // The device's kernel clock once time_kernels() asked for it; null on the host.
-  std::unique_ptr<KernelClock> clock_;
   bool state_loaded_ = false;
-  std::vector<std::vector<Slice>> dead_after_;  // per node: slices whose values die there
+  bool kernels_timed_ = false;  // the kernel clock is among the observers
   // Per node: the copy nodes and the communication nodes whose events it
   // waits for before it runs.
   std::vector<std::vector<int32_t>> waits_for_, comm_waits_for_;
