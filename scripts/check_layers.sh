@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that the layers of DESIGN.md include only downward: a file may
+# Checks that the layers of docs/design.md include only downward: a file may
 # include headers of its own layer and of the layers below it, never of a
 # layer above. Scans every #include "..." of the C++ files in src/,
 # include/memfit/, tools/ and python/ (the Python module's binding, on top

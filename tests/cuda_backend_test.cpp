@@ -131,7 +131,7 @@ bool well_conditioned(const ModelOptions& model) {
 }
 
 // Every op has a cuda kernel for one of its examples at least (has_kernel
-// answers without a GPU), as README.md says.
+// answers without a GPU), as docs/results.md says (the cuda backend).
 TEST(CudaKernels, CoverEveryOp) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
   std::vector<std::string> uncovered;

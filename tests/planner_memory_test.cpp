@@ -1,5 +1,5 @@
 // The planner's resident memory per node of the step graph, and the bound
-// README.md states: planning a step holds at most 4 KiB per node (the graph,
+// docs/cli.md states (memfit plan): planning holds at most 4 KiB per node (the graph,
 // its reordered copy, the kernels made for their workspace sizes and two
 // memory plans; about 3.5 KiB measured here on lstm-lm at 3200 steps, some
 // 120,000 nodes).

@@ -1,5 +1,5 @@
 // Communicators: how the ranks of a data-parallel run exchange gradients,
-// losses and counts (DESIGN.md, Distributed). One process is one rank; the
+// losses and counts (docs/design.md, Distributed). One process is one rank; the
 // ranks of a run form one group, numbered 0 .. size-1. Implementations:
 // local (one rank: every collective is the identity), threads (N ranks as N
 // threads of one process, for tests) and MPI (one rank per process, started

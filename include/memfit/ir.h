@@ -2,6 +2,7 @@
 // One Graph is one training step: forward, backward and optimizer updates.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -49,6 +50,17 @@ std::string_view role_name(Role role);
 // Values of these roles persist across steps: they are read at the start of a
 // step and replaced by their `updates` entry at its end.
 bool is_persistent(Role role);
+
+// Bytes by what they hold: a memory plan's live bytes at the step where they
+// peak (MemoryPlan and PlanReport's by_role), grouped by the roles of the
+// values that hold them.
+struct BytesByRole {
+  size_t parameters = 0;
+  size_t gradients = 0;
+  size_t optimizer_state = 0;  // optimizer moments, accumulators, batch-norm running statistics
+  size_t activations = 0;      // inputs, labels, activations and temporaries
+  size_t workspace = 0;        // kernel scratch space
+};
 
 // The part of a step a node belongs to. The rule (node_phase, src/ir/phase.h):
 // a node is `update` if it is an optimizer update, writes a parameter or

@@ -28,15 +28,6 @@ struct PlanRequest {
   std::string dump_graphs = {};
 };
 
-// Arena bytes by what they hold, at the step where the live bytes peak.
-struct BytesByRole {
-  size_t parameters = 0;
-  size_t gradients = 0;
-  size_t optimizer_state = 0;  // optimizer moments, accumulators, batch-norm running statistics
-  size_t activations = 0;      // inputs, labels, activations and temporaries
-  size_t workspace = 0;        // kernel scratch space
-};
-
 // One node of the schedule: the bytes live while it runs (its inputs, its
 // outputs, its workspace and everything kept for later), counted as planned
 // (64-byte aligned, an in-place output sharing its input's bytes).
@@ -81,7 +72,7 @@ struct PlanReport {
   // before the next one starts (SwapOptions::waits_in_order).
   bool swap_waits_in_order = false;
   size_t recomputed_values = 0;         // auto: activations recomputed rather than kept
-  std::string auto_choice;              // auto: which plan won (src/train/auto_step.h)
+  std::string auto_choice;              // auto: which plan won (src/passes/auto_policy.h)
   size_t swap_ins = 0;                  // to_device copies (one per value unless tflms splits)
   size_t branch_swaps = 0;       // tflms --swap-branches: values swapped between forward readers
   size_t trigger_fallbacks = 0;  // tflms chain_rule: swap-ins placed by direct order instead

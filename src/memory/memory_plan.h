@@ -47,15 +47,6 @@ struct Interval {
   int32_t last = 0;  // N: after the last node
 };
 
-// The bytes of a plan by what they hold, at the step where the arena is fullest.
-struct RoleBytes {
-  size_t parameters = 0;
-  size_t gradients = 0;
-  size_t optimizer_state = 0;  // optimizer moments, accumulators, batch-norm running statistics
-  size_t activations = 0;      // inputs, labels, activations and temporaries
-  size_t workspace = 0;        // kernel scratch space
-};
-
 struct MemoryPlan {
   std::vector<Slice> value_slices;      // one per value of the graph
   std::vector<Interval> value_live;     // one per value
@@ -68,7 +59,7 @@ struct MemoryPlan {
   size_t lower_bound_bytes = 0;  // the largest sum of live device slice bytes at any step
   size_t no_sharing_bytes = 0;   // every device value and workspace in a slice of its own
   int32_t peak_step = -1;        // the step where lower_bound_bytes is reached
-  RoleBytes by_role;             // the live bytes at peak_step, by role
+  BytesByRole by_role;           // the live bytes at peak_step, by role
   std::string algorithm;         // the heap algorithm whose placement won
 };
 

@@ -12,7 +12,7 @@
 namespace memfit {
 namespace {
 
-size_t& role_bucket(RoleBytes& bytes, Role role) {
+size_t& role_bucket(BytesByRole& bytes, Role role) {
   switch (role) {
     case Role::parameter:
       return bytes.parameters;
@@ -53,14 +53,14 @@ std::pair<size_t, int32_t> live_peak(const std::vector<PlanBuffer>& buffers, int
 
 // What the live device buffers at `step` hold, by role: each buffer counted once, as
 // the value of its chain defined last at or before the step.
-RoleBytes roles_at(const Graph& graph, const Liveness& liveness, int32_t step) {
+BytesByRole roles_at(const Graph& graph, const Liveness& liveness, int32_t step) {
   std::vector<int32_t> holder(liveness.buffers.size(), -1);
   for (size_t v = 0; v < graph.num_values(); ++v) {
     const Interval live = liveness.value_live[v];
     if (live.def > step || live.last < step) continue;
     holder[static_cast<size_t>(liveness.value_buffer[v])] = static_cast<int32_t>(v);
   }
-  RoleBytes bytes;
+  BytesByRole bytes;
   for (size_t b = 0; b < liveness.buffers.size(); ++b) {
     if (holder[b] >= 0 && liveness.buffers[b].pool == Pool::device) {
       role_bucket(bytes, graph.values()[static_cast<size_t>(holder[b])].role) += liveness.buffers[b].bytes;

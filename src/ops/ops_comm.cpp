@@ -1,4 +1,4 @@
-// The collectives of data-parallel training (DESIGN.md, Distributed), inserted
+// The collectives of data-parallel training (docs/design.md, Distributed), inserted
 // after autodiff by src/passes/all_reduce.h and src/passes/zero_shard.h, so
 // none has a gradient rule. Each works on a bucket (BucketAttrs): tensors
 // packed into one buffer, each tensor's bytes as they are laid out.

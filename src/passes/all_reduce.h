@@ -1,4 +1,4 @@
-// Data parallelism as a graph rewrite (DESIGN.md, Distributed; PyTorch's
+// Data parallelism as a graph rewrite (docs/design.md, Distributed; PyTorch's
 // DistributedDataParallel, Li et al. 2020): every rank runs the same step on
 // its own rows and computes its own loss; before the optimizer reads a
 // gradient, the gradient is summed over the ranks. Gradients are grouped into

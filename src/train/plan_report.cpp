@@ -58,12 +58,6 @@ std::vector<size_t> live_bytes_per_step(const Graph& graph, const MemoryPlan& pl
   return live;
 }
 
-// A step graph in the order it runs, its sizes and its plan.
-BytesByRole public_roles(const RoleBytes& roles) {
-  return BytesByRole{roles.parameters, roles.gradients, roles.optimizer_state, roles.activations,
-                     roles.workspace};
-}
-
 }  // namespace
 
 Result<PlanReport> plan_training_step(const PlanRequest& request) {
@@ -93,7 +87,7 @@ PlanReport plan_report(const CompiledStep& step) {
   report.host_bytes = plan.host_bytes;
   report.lower_bound_bytes = plan.lower_bound_bytes;
   report.no_sharing_bytes = plan.no_sharing_bytes;
-  report.by_role = public_roles(plan.by_role);
+  report.by_role = plan.by_role;
   report.num_nodes = g.num_nodes();
   report.checkpoint_candidates = summary.candidates;
   report.checkpoints = summary.checkpoints;

@@ -14,8 +14,8 @@
 
 #include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_device.h"
-#include "backends/cuda/cuda_launch.h"
-#include "backends/cuda/launch_kernel.h"
+#include "backends/cuda/cuda_kernel_util.h"
+#include "backends/cuda/cuda_launchers.h"
 #include "memory/memory_plan.h"
 
 namespace memfit::cuda {

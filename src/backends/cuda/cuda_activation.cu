@@ -1,10 +1,10 @@
 // memfit's CUDA kernels for activations, their gradients and the
-// broadcasting binary ops (cuda_launch.h), each formula in double and
+// broadcasting binary ops (cuda_launchers.h), each formula in double and
 // rounded once, as the reference kernels.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_launchers.h"
 
 namespace memfit::cuda {
 namespace {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cuda/launch_kernel.h"
+#include "backends/cuda/cuda_kernel_util.h"
 
 namespace memfit::cuda {
 namespace {

@@ -1,10 +1,10 @@
-// memfit's elementwise CUDA kernels (cuda_launch.h): fill, the tail of
+// memfit's elementwise CUDA kernels (cuda_launchers.h): fill, the tail of
 // linear and matmul, dropout and the optimizers' updates.
 // Grid-stride loops: any count runs on a bounded grid.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_launchers.h"
 #include "core/random.h"
 
 namespace memfit::cuda {

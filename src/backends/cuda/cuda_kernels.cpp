@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "backends/cuda/cublas_library.h"
-#include "backends/cuda/cuda_launch.h"
-#include "backends/cuda/cuda_norm.h"
-#include "backends/cuda/cuda_sequence.h"
-#include "backends/cuda/cuda_shape.h"
-#include "backends/cuda/launch_kernel.h"
+#include "backends/cuda/cuda_kernel_util.h"
+#include "backends/cuda/cuda_launchers.h"
+#include "backends/cuda/cuda_norm_kernels.h"
+#include "backends/cuda/cuda_sequence_kernels.h"
+#include "backends/cuda/cuda_shape_kernels.h"
 
 namespace memfit::cuda {
 

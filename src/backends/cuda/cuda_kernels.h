@@ -1,7 +1,8 @@
 // The cuda backend's kernels: cuBLAS for the products (matmul, linear,
 // linear_relu), cuDNN for the 2-D convolutions (cudnn_conv.cpp), memfit's
-// own kernels (cuda_launch.h) for the rest. Each
-// kernel launches on the device's compute stream and returns at once.
+// own .cu kernels (their launchers: cuda_*launchers.h) for the rest, made by
+// the per-area *_kernels.cpp files. Each kernel launches on the device's
+// compute stream and returns at once.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// memfit's normalization kernels (cuda_norm_launch.h). Batch norm sums each
+// memfit's normalization kernels (cuda_norm_launchers.h). Batch norm sums each
 // channel in `chunks` blocks, one chunk of its m elements each (j = n
 // spatial + s, visited as (n, s)), and a thread per channel adds the chunks
 // in order; layer norm takes one block per row, and its parameter gradients
@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_norm_launch.h"
+#include "backends/cuda/cuda_norm_launchers.h"
 
 namespace memfit::cuda {
 namespace {

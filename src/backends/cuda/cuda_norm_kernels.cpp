@@ -1,12 +1,12 @@
-// The cuda backend's normalization kernels (cuda_norm.h): the shapes and
+// The cuda backend's normalization kernels (cuda_norm_kernels.h): the shapes and
 // attributes of a node fixed into a LaunchKernel over cuda_norm.cu's
 // launchers, with the workspace their two-stage sums take.
-#include "backends/cuda/cuda_norm.h"
+#include "backends/cuda/cuda_norm_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 
-#include "backends/cuda/cuda_norm_launch.h"
-#include "backends/cuda/launch_kernel.h"
+#include "backends/cuda/cuda_kernel_util.h"
+#include "backends/cuda/cuda_norm_launchers.h"
 
 namespace memfit::cuda {
 namespace {

@@ -1,10 +1,10 @@
-// memfit's pooling CUDA kernels (cuda_launch.h): max and average pooling,
+// memfit's pooling CUDA kernels (cuda_launchers.h): max and average pooling,
 // 2-D and 3-D, and their gradients, with the reference's windows, ties and
 // order of sums.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_launchers.h"
 
 namespace memfit::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// memfit's reducing CUDA kernels (cuda_launch.h): sums over axes, and the
+// memfit's reducing CUDA kernels (cuda_launchers.h): sums over axes, and the
 // softmax cross-entropy loss and its gradient. One block per output element
 // or row; each thread sums a fixed stride of the elements in double, then
 // the block adds the threads' sums as a tree: the same order, and so the
@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_launchers.h"
 
 namespace memfit::cuda {
 namespace {

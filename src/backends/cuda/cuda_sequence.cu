@@ -1,4 +1,4 @@
-// memfit's CUDA kernels of the sequence ops (cuda_sequence_launch.h): the
+// memfit's CUDA kernels of the sequence ops (cuda_sequence_launchers.h): the
 // LSTM cell and fused attention, and their gradients, in double as the
 // reference kernels, every sum in a fixed order.
 //
@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_sequence_launch.h"
+#include "backends/cuda/cuda_sequence_launchers.h"
 #include "core/random.h"
 
 namespace memfit::cuda {

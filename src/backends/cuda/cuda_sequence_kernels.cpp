@@ -1,8 +1,8 @@
-// The cuda backend's kernels of the sequence ops (cuda_sequence.h): shapes
+// The cuda backend's kernels of the sequence ops (cuda_sequence_kernels.h): shapes
 // and attributes are fixed when a kernel is made; run() only launches
-// (cuda_sequence_launch.h). attention and attention_grad take one double per
+// (cuda_sequence_launchers.h). attention and attention_grad take one double per
 // query row of workspace: the rows' log-sum-exp, or do_i . o_i.
-#include "backends/cuda/cuda_sequence.h"
+#include "backends/cuda/cuda_sequence_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <utility>
 
-#include "backends/cuda/cuda_sequence_launch.h"
-#include "backends/cuda/launch_kernel.h"
+#include "backends/cuda/cuda_kernel_util.h"
+#include "backends/cuda/cuda_sequence_launchers.h"
 
 namespace memfit::cuda {
 namespace {

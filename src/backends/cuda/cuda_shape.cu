@@ -1,4 +1,4 @@
-// memfit's data-movement and sequence CUDA kernels (cuda_shape_launch.h).
+// memfit's data-movement and sequence CUDA kernels (cuda_shape_launchers.h).
 // Copies are one thread per destination element; the gradients that sum
 // (upsample_grad, embedding_grad) gather one thread per output element and
 // add its terms in the reference's order, in double, without atomics.
@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_grid.cuh"
-#include "backends/cuda/cuda_shape_launch.h"
+#include "backends/cuda/cuda_shape_launchers.h"
 
 namespace memfit::cuda {
 namespace {

@@ -1,9 +1,9 @@
 // The cuda backend's kernels of the data-movement and sequence ops
-// (cuda_shape.h). Each node's shapes become the launch's index arithmetic
+// (cuda_shape_kernels.h). Each node's shapes become the launch's index arithmetic
 // when its kernel is made: neighbouring dimensions that both sides walk as
 // one are merged (a transpose of (B, T, H, D) to (B, H, T, D) copies
 // 3-D rows of D elements), so most copies need only a few dimensions.
-#include "backends/cuda/cuda_shape.h"
+#include "backends/cuda/cuda_shape_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 
@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cuda/cuda_shape_launch.h"
-#include "backends/cuda/launch_kernel.h"
+#include "backends/cuda/cuda_kernel_util.h"
+#include "backends/cuda/cuda_shape_launchers.h"
 
 namespace memfit::cuda {
 namespace {

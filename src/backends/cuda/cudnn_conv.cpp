@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_device.h"
-#include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_launchers.h"
 #include "ops/conv_util.h"
 
 namespace memfit::cuda {

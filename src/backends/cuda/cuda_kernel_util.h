@@ -1,6 +1,7 @@
 // What the cuda backend's kernel files share (cuda_kernels.cpp and the
-// per-area files beside it): LaunchKernel, a kernel that only launches what
-// its node fixed, and typed views of a kernel's arguments.
+// per-area *_kernels.cpp beside it): LaunchKernel, a Kernel whose run() only
+// calls a launcher (cuda_*launchers.h) with what its node fixed, and typed
+// views of a kernel's arguments.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// memfit's CUDA kernels of the sequence ops (cuda_sequence.cu): the LSTM
+// The launchers of memfit's CUDA kernels of the sequence ops (cuda_sequence.cu): the LSTM
 // cell and fused scaled-dot-product attention, with their gradients. Each
 // function launches on `stream` (a cudaStream_t) and returns at once. They
 // follow the reference kernels (src/backends/reference/ref_lstm.cpp,

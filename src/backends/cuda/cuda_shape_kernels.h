@@ -1,5 +1,5 @@
 // The cuda backend's kernels of the data-movement and sequence ops
-// (cuda_shape_kernels.cpp, launching cuda_shape_launch.h's kernels):
+// (cuda_shape_kernels.cpp, launching cuda_shape_launchers.h's kernels):
 // transpose, broadcast_to, slice, slice_grad, concat, split, pad, pad_grad,
 // where, causal_mask, upsample, upsample_grad, embedding, embedding_grad,
 // on plain (row-major) values.

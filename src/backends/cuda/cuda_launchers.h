@@ -1,10 +1,14 @@
-// memfit's own CUDA kernels (the .cu files beside this header, compiled by
-// nvcc): each function launches on `stream` (a cudaStream_t) and returns at
-// once. They follow the reference kernels' formulas
-// (src/backends/reference/): sums and the optimizers' arithmetic in double,
-// rounded once; every reduction in a fixed order, so that a step gives the
-// same bits every time it runs. A launch error stays with the runtime and is
-// reported when the device next synchronizes (cudaGetLastError).
+// The launchers of memfit's own CUDA kernels in cuda_activation.cu,
+// cuda_eltwise.cu, cuda_pool.cu and cuda_reduce.cu (compiled by nvcc), in
+// plain C++ types for the backend's host code (the kernel files, compiled by
+// the C++ compiler); cuda_norm_launchers.h, cuda_sequence_launchers.h and
+// cuda_shape_launchers.h declare the other .cu files' launchers. Each
+// function launches on `stream` (a cudaStream_t) and returns at once. They
+// follow the reference kernels' formulas (src/backends/reference/): sums and
+// the optimizers' arithmetic in double, rounded once; every reduction in a
+// fixed order, so that a step gives the same bits every time it runs. A
+// launch error stays with the runtime and is reported when the device next
+// synchronizes (cudaGetLastError).
 #pragma once
 
 #include <cstdint>

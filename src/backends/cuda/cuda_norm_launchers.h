@@ -1,4 +1,4 @@
-// memfit's normalization kernels on CUDA (cuda_norm.cu): batch norm in
+// The launchers of memfit's normalization kernels on CUDA (cuda_norm.cu): batch norm in
 // training and inference mode, layer norm, and their gradients, with the
 // reference kernels' formulas (src/backends/reference/ref_norm.cpp): sums in
 // double, every output rounded once. Sums over many elements run in two

@@ -1,7 +1,7 @@
-// memfit's CUDA kernels of the data-movement and sequence ops (cuda_shape.cu):
+// The launchers of memfit's CUDA kernels of the data-movement and sequence ops (cuda_shape.cu):
 // transpose, broadcast_to, slice, concat, split, pad and their gradients,
 // where, causal_mask, upsample and its gradient, embedding and its gradient.
-// Plain C++ types only, as cuda_launch.h: each function launches on `stream`
+// Plain C++ types only, as cuda_launchers.h: each function launches on `stream`
 // (a cudaStream_t) and returns at once. Tensors are dense and row-major.
 // Sums follow the reference kernels (src/backends/reference/) term for term:
 // in double, in the reference's order, rounded to float once, without
@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cuda/cuda_launch.h"
+#include "backends/cuda/cuda_launchers.h"
 
 namespace memfit::cuda {
 
