@@ -35,13 +35,8 @@ Result<std::unique_ptr<TrainingProgram>> TrainingProgram::create(const StepSpec&
   Status eval_status = Status::ok();
   for (int64_t batch = eval_batch; batch >= 1; --batch) {
     if (eval_batch % batch != 0) continue;
-    ModelOptions eval_options = spec.model;
-    eval_options.batch = batch;
-    MEMFIT_ASSIGN_OR_RETURN(program->eval_model_, make_model(eval_options, false));
-    Graph eval_graph = remove_dead_nodes(program->eval_model_.graph);
-    if (spec.blocked_layouts) {
-      MEMFIT_ASSIGN_OR_RETURN(eval_graph, assign_layouts(eval_graph, *step.backend));
-    }
+    MEMFIT_ASSIGN_OR_RETURN(Graph eval_graph,
+                            build_forward_graph(spec, batch, *step.backend, &program->eval_model_));
     auto prepared = Executable::prepare(std::move(eval_graph), *step.backend, exec);
     if (prepared.is_ok()) {
       program->eval_ = std::move(prepared).value();
