@@ -34,14 +34,14 @@ namespace {
     if (auto probe = make_cuda_backend(); !probe) GTEST_SKIP() << probe.message(); \
   } while (0)
 
-StepSpec zoo_spec(const ModelOptions& model, const std::string& backend, bool adamw = false) {
+StepSpec zoo_spec(const ModelOptions& model, BackendKind backend, bool adamw = false) {
   StepSpec spec = testing::test_spec(model);
   spec.backend = backend;
   if (adamw) spec.optimizer.kind = OptimizerConfig::Kind::adamw;
   return spec;
 }
 
-StepSpec mlp_spec(const std::string& backend) {
+StepSpec mlp_spec(BackendKind backend) {
   return zoo_spec({.name = "mlp", .batch = 8}, backend);
 }
 
@@ -51,7 +51,7 @@ StepSpec mlp_spec(const std::string& backend) {
 std::set<std::string> ops_without_kernel(const ModelOptions& model) {
   std::set<std::string> missing;
   for (const bool adamw : {false, true}) {
-    StepSpec spec = zoo_spec(model, "cpu", adamw);
+    StepSpec spec = zoo_spec(model, BackendKind::cpu, adamw);
     spec.blocked_layouts = false;
     spec.accumulate = 2;
     auto step = compile_step(spec, {.accumulate_only = true});
@@ -188,7 +188,7 @@ TEST(CudaKernels, AreMadeForWhatTheyCover) {
     }
   }
   for (const ModelOptions& model : testing::tiny_zoo()) {
-    StepSpec spec = zoo_spec(model, "cpu", true);
+    StepSpec spec = zoo_spec(model, BackendKind::cpu, true);
     spec.blocked_layouts = false;
     spec.swap = Swap::budget;
     auto step = compile_step(spec, {});
@@ -212,10 +212,10 @@ TEST(CudaBackend, ZooStepsMatchTheCpu) {
     if (!well_conditioned(model)) continue;
     for (const bool adamw : {false, true}) {
       const std::string what = model.name + (adamw ? ", adamw" : ", sgd");
-      const testing::StepRun cpu = testing::run_verified_step(zoo_spec(model, "cpu", adamw));
-      const testing::StepRun cuda = testing::run_verified_step(zoo_spec(model, "cuda", adamw));
+      const testing::StepRun cpu = testing::run_verified_step(zoo_spec(model, BackendKind::cpu, adamw));
+      const testing::StepRun cuda = testing::run_verified_step(zoo_spec(model, BackendKind::cuda, adamw));
       expect_close_steps(cpu, cuda, what);
-      const testing::StepRun again = testing::run_verified_step(zoo_spec(model, "cuda", adamw));
+      const testing::StepRun again = testing::run_verified_step(zoo_spec(model, BackendKind::cuda, adamw));
       testing::expect_identical_steps(cuda, again, what + ", run twice");
     }
   }
@@ -223,7 +223,7 @@ TEST(CudaBackend, ZooStepsMatchTheCpu) {
 
 TEST(CudaBackend, PeaksAtThePlannedArena) {
   REQUIRE_CUDA_BACKEND();
-  auto program = TrainingProgram::create(mlp_spec("cuda"), 2, true);
+  auto program = TrainingProgram::create(mlp_spec(BackendKind::cuda), 2, true);
   ASSERT_TRUE(program) << program.message();
   StateStore state;
   (*program)->init_state(state, 7);
@@ -238,7 +238,7 @@ TEST(CudaBackend, PeaksAtThePlannedArena) {
 // another, inside the step, and their times add up to at most the step's.
 TEST(CudaBackend, TimesKernelsByTheGpusClock) {
   REQUIRE_CUDA_BACKEND();
-  auto program = TrainingProgram::create(zoo_spec({.name = "lenet", .batch = 64}, "cuda"), 2);
+  auto program = TrainingProgram::create(zoo_spec({.name = "lenet", .batch = 64}, BackendKind::cuda), 2);
   ASSERT_TRUE(program) << program.message();
   ASSERT_TRUE((*program)->time_step_kernels().is_ok());
   StateStore state;
@@ -270,17 +270,17 @@ TEST(CudaBackend, TechniquesGiveTheSameBits) {
   REQUIRE_CUDA_BACKEND();
   for (const ModelOptions& model : covered_zoo()) {
     const std::string what = model.name + " on cuda";
-    const testing::StepRun plain = testing::run_verified_step(zoo_spec(model, "cuda"));
-    StepSpec swapped = zoo_spec(model, "cuda");
+    const testing::StepRun plain = testing::run_verified_step(zoo_spec(model, BackendKind::cuda));
+    StepSpec swapped = zoo_spec(model, BackendKind::cuda);
     swapped.swap = Swap::budget;
     const testing::StepRun with_swap = testing::run_verified_step(swapped);
     EXPECT_GT(with_swap.swap.swapped_values, 0u) << what;
     testing::expect_identical_steps(plain, with_swap, what + ", --swap budget");
-    StepSpec recomputed = zoo_spec(model, "cuda");
+    StepSpec recomputed = zoo_spec(model, BackendKind::cuda);
     recomputed.recompute = Recompute::sqrt;
     testing::expect_identical_steps(plain, testing::run_verified_step(recomputed),
                                     what + ", --recompute sqrt");
-    StepSpec accumulated = zoo_spec(model, "cuda");
+    StepSpec accumulated = zoo_spec(model, BackendKind::cuda);
     accumulated.accumulate = 2;
     EXPECT_EQ(testing::run_verified_step(accumulated).losses.size(), 2u) << what;
   }
@@ -297,10 +297,10 @@ TEST(CudaBackend, FastestKernelsKeepThePlan) {
         model.name != "resnet18") {
       continue;
     }
-    StepSpec fastest = zoo_spec(model, "cuda");
+    StepSpec fastest = zoo_spec(model, BackendKind::cuda);
     fastest.fastest_kernels = true;
     const testing::StepRun fast = testing::run_verified_step(fastest);
-    const testing::StepRun exact = testing::run_verified_step(zoo_spec(model, "cuda"));
+    const testing::StepRun exact = testing::run_verified_step(zoo_spec(model, BackendKind::cuda));
     ASSERT_EQ(fast.losses.size(), exact.losses.size()) << model.name;
     for (size_t i = 0; i < fast.losses.size(); ++i) {
       EXPECT_NEAR(fast.losses[i], exact.losses[i], 1e-2 * std::abs(exact.losses[i])) << model.name;

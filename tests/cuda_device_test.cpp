@@ -152,7 +152,7 @@ TEST(CudaBackend, SaysWhatItNeeds) {
   PlanRequest request;
   request.step.model = {
       .name = "resnet-cifar", .batch = 2, .image_size = 8, .depth = 11, .width = 4};
-  request.step.backend = "cuda";
+  request.step.backend = BackendKind::cuda;
   auto plan = plan_training_step(request);
   if (backend) {
     ASSERT_TRUE(plan) << plan.message();

@@ -91,12 +91,13 @@ TEST(FuseForwardOps, AProductReadElsewhereStaysApart) {
 class ForwardFusion : public ::testing::TestWithParam<ModelOptions> {};
 
 TEST_P(ForwardFusion, KeepsTheUnfusedStep) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+    const std::string backend(name_of(kind));
     for (bool blocked : {false, true}) {
       if (backend == "reference" && blocked) continue;
       SCOPED_TRACE(backend + (blocked ? " blocked" : " plain"));
       StepSpec fused = testing::test_spec(GetParam());
-      fused.backend = backend;
+      fused.backend = kind;
       fused.blocked_layouts = blocked;
       StepSpec apart = fused;
       apart.fuse = false;

@@ -70,9 +70,10 @@ TEST(FuseGradientSums, AProductReadElsewhereStaysApart) {
 class FusedStep : public ::testing::TestWithParam<ModelOptions> {};
 
 TEST_P(FusedStep, EqualsTheUnfusedStep) {
-  for (const std::string backend : {"reference", "cpu"}) {
+  for (const BackendKind kind : {BackendKind::reference, BackendKind::cpu}) {
+    const std::string backend(name_of(kind));
     StepSpec fused = testing::test_spec(GetParam());
-    fused.backend = backend;
+    fused.backend = kind;
     StepSpec apart = fused;
     apart.fuse = false;
     const testing::StepRun with = testing::run_verified_step(fused);

@@ -151,7 +151,7 @@ class MirroredPair final : public Communicator {
   size_t float_sums_ = 0;
 };
 
-StepSpec two_rank_mlp(const std::string& backend) {
+StepSpec two_rank_mlp(BackendKind backend) {
   StepSpec spec = testing::test_spec({.name = "mlp", .batch = 8});
   spec.backend = backend;
   spec.ranks = 2;
@@ -159,7 +159,7 @@ StepSpec two_rank_mlp(const std::string& backend) {
   return spec;
 }
 
-Result<testing::StepRun> mirrored_step(const std::string& backend, Communicator& inner,
+Result<testing::StepRun> mirrored_step(BackendKind backend, Communicator& inner,
                                        size_t* sums) {
   MirroredPair pair(inner);
   MEMFIT_ASSIGN_OR_RETURN(auto program,
@@ -175,9 +175,9 @@ TEST(NcclCommunicator, SumsTheCudaStepsBucketsAsTheCpuStepsAre) {
   auto nccl = cuda::make_nccl_communicator(*host);
   ASSERT_TRUE(nccl) << nccl.message();
   size_t cpu_sums = 0, cuda_sums = 0;
-  auto cpu = mirrored_step("cpu", *host, &cpu_sums);
+  auto cpu = mirrored_step(BackendKind::cpu, *host, &cpu_sums);
   ASSERT_TRUE(cpu) << cpu.message();
-  auto gpu = mirrored_step("cuda", **nccl, &cuda_sums);
+  auto gpu = mirrored_step(BackendKind::cuda, **nccl, &cuda_sums);
   ASSERT_TRUE(gpu) << gpu.message();
   EXPECT_GT(cuda_sums, 1u) << "several buckets";
   EXPECT_EQ(cuda_sums, cpu_sums);
@@ -201,7 +201,7 @@ TEST(NcclCommunicator, TheCudaBackendRefusesAHostCommunicator) {
   REQUIRE_GPU();
   auto host = make_local_communicator();
   MirroredPair pair(*host);
-  auto program = TrainingProgram::create(two_rank_mlp("cuda"), 2, true, &pair);
+  auto program = TrainingProgram::create(two_rank_mlp(BackendKind::cuda), 2, true, &pair);
   ASSERT_TRUE(program) << program.message();
   StateStore state;
   (*program)->init_state(state, 7);

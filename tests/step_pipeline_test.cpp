@@ -55,7 +55,7 @@ TEST(StepPipeline, ListsThePassesInOrder) {
 // Evaluation's graph: the model's forward graph without dead nodes, in the
 // backend's layouts, as the passes give it called one by one.
 TEST(StepPipeline, ForwardGraphIsTheForwardPasses) {
-  auto backend = make_backend("cpu", 1);
+  auto backend = make_backend(BackendKind::cpu, 1);
   ASSERT_TRUE(backend.is_ok()) << backend.message();
   const StepSpec spec = testing::test_spec({.name = "resnet-cifar", .batch = 4, .image_size = 8,
                                             .depth = 11});

@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     feeds[v.name] = ints.data();
   }
 
-  auto backend = make_backend(backend_name, threads);
+  auto backend = make_backend(parse_name<BackendKind>(backend_name).value(), threads);
   if (!backend) return fail(backend.message());
   // The layouts memfit trains in: blocked convolution networks on cpu.
   auto laid_out = assign_layouts(step, **backend);

@@ -29,8 +29,7 @@ struct StepSpec {
   ModelOptions model = {.name = "lenet"};  // its batch: examples per micro-batch
   int64_t accumulate = 1;                  // micro-batches per optimizer step
   OptimizerConfig optimizer;               // lr 0: the optimizer's default
-  std::string backend = "cpu";             // cpu (oneDNN), reference (plain loops) or cuda (a GPU:
-                                // cuDNN, cuBLAS and memfit's own kernels, src/backends/cuda/)
+  BackendKind backend = BackendKind::cpu;  // include/memfit/techniques.h
   // cuda: cuDNN's and cuBLAS's fastest algorithms (TF32 tensor cores where
   // the GPU has them, not deterministic); false: the first deterministic
   // FP32 algorithm, so a step gives the same bits every time.
@@ -93,7 +92,7 @@ struct Techniques {
 Result<Techniques> resolve_techniques(const StepSpec& spec);
 
 // Every setting of `spec` checked, with a message that names the flag:
-// batch and accumulate at least 1, threads not negative, a known backend, a
+// batch and accumulate at least 1, threads not negative, a
 // learning rate not negative, --fastest-kernels only on cuda, the TFLMS knobs in range, a positive
 // milp time limit, a link not negative, ranks at least 1, a bucket size and a network not negative,
 // no --shard with --accumulate, and resolve_techniques.

@@ -81,11 +81,18 @@ Status check_tflms_options(const TflmsOptions& options);
 // "n_tensors -1, lb 1, ub 10000, chain_rule, fuse off, branches off": for reports.
 std::string tflms_options_text(const TflmsOptions& options);
 
-// The names of the enums above and of the optimizer's: recompute (none, sqrt,
+// Whose kernels, layouts and workspaces a step runs with: oneDNN's on the
+// host, the reference's plain loops (the oracle), or a GPU's (cuDNN, cuBLAS
+// and memfit's own kernels, src/backends/cuda/).
+enum class BackendKind { cpu, reference, cuda };
+
+// The names of the enums above and of the optimizer's: backend (cpu,
+// reference, cuda), recompute (none, sqrt,
 // budget, recursive, optimal, milp), cost model (roofline, measured), swap
 // (none, refcount, budget, tflms), policy (none, share, recompute, swap,
 // auto), TFLMS trigger (chain_rule, direct_order), optimizer (sgd, adamw) and
 // learning-rate schedule (constant, cosine).
+std::string_view name_of(BackendKind value);
 std::string_view name_of(Recompute value);
 std::string_view name_of(CostModel value);
 std::string_view name_of(Swap value);

@@ -15,6 +15,13 @@ template <typename Enum>
 struct Table;
 
 template <>
+struct Table<BackendKind> {
+  static constexpr std::string_view kWhat = "backend";
+  static constexpr Named<BackendKind> kEntries[] = {{BackendKind::cpu, "cpu"},
+                                                    {BackendKind::reference, "reference"},
+                                                    {BackendKind::cuda, "cuda"}};
+};
+template <>
 struct Table<Recompute> {
   static constexpr std::string_view kWhat = "recompute strategy";
   static constexpr Named<Recompute> kEntries[] = {
@@ -74,6 +81,7 @@ std::string_view lookup(Enum value) {
 
 }  // namespace
 
+std::string_view name_of(BackendKind value) { return lookup(value); }
 std::string_view name_of(Recompute value) { return lookup(value); }
 std::string_view name_of(CostModel value) { return lookup(value); }
 std::string_view name_of(Swap value) { return lookup(value); }
@@ -107,6 +115,7 @@ Result<Enum> parse_name(std::string_view text) {
 #define MEMFIT_NAMED_ENUM(Enum)                                          \
   template Result<Enum> parse_name<Enum>(std::string_view text);        \
   template std::vector<std::string> names_of<Enum>();
+MEMFIT_NAMED_ENUM(BackendKind)
 MEMFIT_NAMED_ENUM(Recompute)
 MEMFIT_NAMED_ENUM(CostModel)
 MEMFIT_NAMED_ENUM(Swap)

@@ -1,24 +1,31 @@
 #include "step/compile_step.h"
 
+#include <optional>
+
 #include "backends/cuda/cuda_backend.h"
+#include "core/check.h"
 #include "memfit/dist.h"
 #include "onnx/model_source.h"
 #include "ops/typed_graph.h"
-#include <optional>
-
 #include "runtime/backend_plan.h"
 #include "step/graph_dumps.h"
 #include "step/workspace_sizes.h"
 
 namespace memfit {
 
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads,
                                               bool fastest_kernels) {
-  if (name == "cpu") return make_cpu_backend(threads);
-  if (name == "reference") return make_reference_backend();
-  // One GPU per rank: the ranks on a machine take its GPUs by local rank.
-  if (name == "cuda") return make_cuda_backend(rank_gpu(), fastest_kernels);
-  return Status::error("unknown backend '" + name + "'; use cpu, reference or cuda");
+  switch (kind) {
+    case BackendKind::cpu:
+      return make_cpu_backend(threads);
+    case BackendKind::reference:
+      return make_reference_backend();
+    case BackendKind::cuda:
+      // One GPU per rank: the ranks on a machine take its GPUs by local rank.
+      return make_cuda_backend(rank_gpu(), fastest_kernels);
+  }
+  MEMFIT_CHECK(false);
+  return Status::error("unknown backend");
 }
 
 namespace {

@@ -81,8 +81,9 @@ struct CompiledStep {
 
 Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build = {});
 
-// The backend called `name` (cpu or reference), or an error naming both.
-Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int threads,
+// The backend of `kind`; cuda without a GPU, or in a build without CUDA, is
+// an error that says so.
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, int threads,
                                               bool fastest_kernels = false);
 
 // One step graph as step 3 builds it, in `mode`, without layouts;

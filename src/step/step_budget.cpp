@@ -92,7 +92,7 @@ std::vector<std::optional<Candidate>> compile_candidates(const std::vector<StepS
       failures.push_back(std::current_exception());
     }
   };
-  const bool one_at_a_time = spec.cost == CostModel::measured || spec.backend == "cuda";
+  const bool one_at_a_time = spec.cost == CostModel::measured || spec.backend == BackendKind::cuda;
   const size_t cores =
       spec.threads > 0 ? static_cast<size_t>(spec.threads) : std::thread::hardware_concurrency();
   const size_t threads =

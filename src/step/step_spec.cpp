@@ -117,10 +117,7 @@ Status check_step_spec(const StepSpec& spec) {
         "--classes must be at least 2 (0: the model's): one class has nothing to "
         "learn");
   }
-  if (spec.backend != "cpu" && spec.backend != "reference" && spec.backend != "cuda") {
-    return Status::error("unknown backend '" + spec.backend + "'; use cpu, reference or cuda");
-  }
-  if (spec.fastest_kernels && spec.backend != "cuda") {
+  if (spec.fastest_kernels && spec.backend != BackendKind::cuda) {
     return Status::error(
         "--fastest-kernels chooses cuDNN's and cuBLAS's algorithms: it needs "
         "--backend cuda");

@@ -56,7 +56,7 @@ uint64_t settings_hash(const TrainOptions& o, const TrainingProgram& program,
   return fnv1a(text.data(), text.size());
 }
 
-Result<Ranks> Ranks::join(Communicator* given, const std::string& backend) {
+Result<Ranks> Ranks::join(Communicator* given, BackendKind backend) {
   Ranks ranks;
   if (given == nullptr) {
     ranks.owned_ = make_local_communicator();
@@ -65,7 +65,7 @@ Result<Ranks> Ranks::join(Communicator* given, const std::string& backend) {
   ranks.comm_ = given;
   // The cuda backend's gradient buckets are in GPU memory: its ranks sum
   // them with NCCL, which the run's communicator starts.
-  if (backend == "cuda" && given->size() > 1 && !given->sums_gpu_memory()) {
+  if (backend == BackendKind::cuda && given->size() > 1 && !given->sums_gpu_memory()) {
     MEMFIT_ASSIGN_OR_RETURN(ranks.owned_, cuda::make_nccl_communicator(*given));
     ranks.comm_ = ranks.owned_.get();
   }

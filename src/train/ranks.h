@@ -30,7 +30,7 @@ class Ranks {
   // rank alone when it is null. On the cuda backend several ranks sum their
   // gradient buckets, which are in GPU memory, with NCCL started over
   // `given` (unless `given` sums GPU memory itself).
-  static Result<Ranks> join(Communicator* given, const std::string& backend);
+  static Result<Ranks> join(Communicator* given, BackendKind backend);
 
   int rank() const { return comm_->rank(); }
   int64_t size() const { return comm_->size(); }

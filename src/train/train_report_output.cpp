@@ -30,7 +30,7 @@ std::string train_report_json(const TrainOptions& options, const TrainReport& re
                 static_cast<long long>(spec.model.batch), static_cast<long long>(spec.accumulate),
                 static_cast<long long>(report.ranks));
   out += "  \"optimizer\": " + json_string(name_of(spec.optimizer.kind)) + ",\n";
-  out += "  \"backend\": " + json_string(spec.backend) + ",\n";
+  out += "  \"backend\": " + json_string(std::string(name_of(spec.backend))) + ",\n";
   out += format("  \"epochs\": %lld,\n  \"seed\": %llu,\n", static_cast<long long>(options.epochs),
                 static_cast<unsigned long long>(options.seed));
   out += "  \"data\": " + json_string(options.synthetic ? "synthetic" : "fashion-mnist") + ",\n";

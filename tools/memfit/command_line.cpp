@@ -279,11 +279,9 @@ void add_step_flags(CLI::App* cmd, memfit::StepSpec& spec) {
   cmd->add_option("--weight-decay", spec.optimizer.weight_decay, "weight decay")
       ->check(kNonNegativeFloat32)
       ->capture_default_str();
-  cmd->add_option("--backend", spec.backend,
-                  "cpu (oneDNN), reference (plain loops) or cuda (an NVIDIA GPU: cuDNN, cuBLAS "
-                  "and memfit's own kernels, one rank): whose kernels, layouts and workspaces")
-      ->check(CLI::IsMember({"cpu", "reference", "cuda"}))
-      ->capture_default_str();
+  add_named(cmd, "--backend", spec.backend,
+            "cpu (oneDNN), reference (plain loops) or cuda (an NVIDIA GPU: cuDNN, cuBLAS and "
+            "memfit's own kernels, one rank): whose kernels, layouts and workspaces");
   cmd->add_flag("--fastest-kernels", spec.fastest_kernels,
                 "--backend cuda: cuDNN's and cuBLAS's fastest algorithms (TF32 tensor cores on "
                 "Ampere and newer; steps are not bit-reproducible); default: the first "
