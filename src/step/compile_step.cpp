@@ -149,9 +149,8 @@ Status lower(StepGraph& step) {
   return step.pipeline.lowering.run(step.graph, step.context).status();
 }
 
-// compile_step at the spec's budget as given.
+// compile_step at the spec's budget as given, of a checked spec.
 Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuild& build) {
-  MEMFIT_RETURN_IF_ERROR(check_step_spec(spec));
   CompiledStep step;
   step.spec = spec;
   MEMFIT_ASSIGN_OR_RETURN(step.techniques, resolve_techniques(spec));
@@ -243,6 +242,7 @@ bool aims_at_budget(const Techniques& t) {
 }  // namespace
 
 Result<CompiledStep> compile_step(const StepSpec& spec, const StepBuild& build) {
+  MEMFIT_RETURN_IF_ERROR(check_step_spec(spec));
   MEMFIT_ASSIGN_OR_RETURN(CompiledStep step, compile_step_at_budget(spec, build));
   const auto fits = [&](const CompiledStep& s) {
     return s.apply->plan().arena_bytes <= spec.budget;
