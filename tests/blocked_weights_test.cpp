@@ -78,7 +78,7 @@ TEST(BlockedWeights, StepKeepsConvolutionWeightsAndTheirStateBlocked) {
                    std::to_string(accumulate));
       const CompiledStep step = compile_step(spec, {.accumulate_only = true}).value();
       const Layout weights = native_weight_layout(*step.backend);
-      EXPECT_EQ(step.layouts.weights, weights);
+      EXPECT_EQ(step.passes.layouts.weights, weights);
       for (const Executable* exe : {step.apply.get(), step.accumulate_only.get()}) {
         if (exe == nullptr) continue;
         const Graph& graph = exe->graph();

@@ -105,9 +105,9 @@ TEST(PlanRanks, AddsTheBucketsToTheStepAndScalesTheLoss) {
   spec.ranks = 2;
   spec.bucket_mb = 0.1;
   const CompiledStep two = compile_step(spec).value();
-  EXPECT_EQ(one.all_reduce.buckets, 0u);
-  EXPECT_GT(two.all_reduce.buckets, 1u);
-  EXPECT_EQ(two.all_reduce.bytes, gradient_bytes(one.apply->graph()));
+  EXPECT_EQ(one.passes.all_reduce.buckets, 0u);
+  EXPECT_GT(two.passes.all_reduce.buckets, 1u);
+  EXPECT_EQ(two.passes.all_reduce.bytes, gradient_bytes(one.apply->graph()));
   EXPECT_GE(two.apply->plan().arena_bytes, one.apply->plan().arena_bytes);
   spec.ranks = 0;  // refused
   EXPECT_FALSE(compile_step(spec).is_ok());
@@ -265,9 +265,9 @@ TEST(Zero, ShardsTheOptimizerStateOfThePlan) {
   const size_t mine = state_bytes(sharded.apply->graph());
   // A quarter, and the padding of each bucket to a multiple of 4 floats.
   EXPECT_GE(mine * 4, all);
-  EXPECT_LE(mine * 4, all + 2 * 4 * 4 * sharded.zero.buckets.buckets);
-  EXPECT_GT(sharded.zero.buckets.buckets, 1u);
-  EXPECT_EQ(sharded.zero.states.size(), 2 * sharded.zero.buckets.buckets);  // adam_m, adam_v
+  EXPECT_LE(mine * 4, all + 2 * 4 * 4 * sharded.passes.zero.buckets.buckets);
+  EXPECT_GT(sharded.passes.zero.buckets.buckets, 1u);
+  EXPECT_EQ(sharded.passes.zero.states.size(), 2 * sharded.passes.zero.buckets.buckets);  // adam_m, adam_v
   spec.accumulate = 2;
   EXPECT_FALSE(compile_step(spec).is_ok());  // not with accumulation (yet)
 }

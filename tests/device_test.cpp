@@ -583,7 +583,7 @@ RankSteps two_rank_step(bool off_host, bool device_memory_comm, bool stream_poin
         run.ranks[r].error = step.status();
         return;
       }
-      buckets[r] = step->all_reduce.buckets;
+      buckets[r] = step->passes.all_reduce.buckets;
       GuardedBackend device(std::nullopt, false, stream_points);
       const Backend& backend = off_host ? static_cast<const Backend&>(device) : *step->backend;
       run.ranks[r] = run_steps(*step, backend, ExecOptions{.poison = true, .comm = comm}, 1,

@@ -112,8 +112,9 @@ struct StepGraph {
   StepPipeline pipeline;
 };
 
-// The pipeline of `spec`'s step in `mode`, with `dumps` (may be empty) as
-// the hook that shows each graph.
+// The pipeline of `spec`'s step in `mode`, from `model`'s forward graph; its
+// graphs go to build.dump_graphs where asked (the micro-batches that only
+// accumulate only when their executable is built).
 StepGraph start_step_graph(const StepSpec& spec, const Techniques& t, const StepBuild& build,
                            const Backend& backend, ForwardModel* model, UpdateMode mode,
                            const std::string& graph_name) {
@@ -146,7 +147,32 @@ StepGraph start_step_graph(const StepSpec& spec, const Techniques& t, const Step
 // Runs the lowering passes, showing the model's graph first.
 Status lower(StepGraph& step) {
   if (step.context.after_pass) MEMFIT_RETURN_IF_ERROR(step.context.after_pass("model", step.graph));
-  return step.pipeline.lowering.run(step.graph, step.context).status();
+  MEMFIT_RETURN_IF_ERROR(step.pipeline.lowering.run(step.graph, step.context).status());
+  step.context.model = nullptr;  // the memory passes read no model
+  return Status::ok();
+}
+
+// Runs the memory passes under `policy` and prepares the executable, in the
+// order the schedule chose.
+Result<std::unique_ptr<Executable>> finish(StepGraph& step, const PolicyContext& policy,
+                                           const Backend& backend, ExecOptions exec) {
+  step.context.policy = policy;
+  MEMFIT_RETURN_IF_ERROR(step.pipeline.memory.run(step.graph, step.context).status());
+  exec.schedule = false;
+  return Executable::prepare(std::move(step.graph), backend, exec);
+}
+
+// The persistent inputs of `graph` (name, bytes), in order; with `shapes`,
+// their shapes too.
+std::vector<std::pair<std::string, size_t>> persistent_bytes(
+    const Graph& graph, std::vector<std::pair<std::string, Shape>>* shapes = nullptr) {
+  std::vector<std::pair<std::string, size_t>> states;
+  for (const Value& v : graph.values()) {
+    if (v.producer.valid() || !is_persistent(v.role)) continue;
+    states.emplace_back(v.name, v.bytes());
+    if (shapes) shapes->emplace_back(v.name, v.type.shape);
+  }
+  return states;
 }
 
 // compile_step at the spec's budget as given, of a checked spec.
@@ -157,6 +183,7 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
   const Techniques& t = step.techniques;
   MEMFIT_ASSIGN_OR_RETURN(step.backend,
                           make_backend(spec.backend, spec.threads, spec.fastest_kernels));
+  const Backend& backend = *step.backend;
   if (build.comm && build.comm->size() != spec.ranks) {
     return Status::error("the step is planned for " + std::to_string(spec.ranks) +
                          " ranks but runs on " + std::to_string(build.comm->size()));
@@ -164,71 +191,50 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
   if (!build.dump_graphs.empty()) MEMFIT_RETURN_IF_ERROR(prepare_dump_dir(build.dump_graphs));
   // Without --link-gbps, the swap policies and the prediction take the
   // device's measured host link (the cuda backend's; none on the host).
-  if (step.spec.link_gbps == 0) step.spec.link_gbps = step.backend->link_gbps();
+  if (step.spec.link_gbps == 0) step.spec.link_gbps = backend.link_gbps();
 
   // 3. Lowering, of both graphs.
   MEMFIT_ASSIGN_OR_RETURN(step.model, make_model(spec.model, true));
   ForwardModel forward = forward_of(step.model);
-  ForwardModel acc_forward;
-  if (spec.accumulate > 1) acc_forward = forward;
+  ForwardModel acc_forward = forward;
   const UpdateMode mode =
       spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
-  StepGraph apply = start_step_graph(spec, t, build, *step.backend, &forward, mode, "step");
+  StepGraph apply = start_step_graph(spec, t, build, backend, &forward, mode, "step");
   MEMFIT_RETURN_IF_ERROR(lower(apply));
   adopt(step.model, std::move(forward));
-  apply.context.model = nullptr;
-  std::vector<std::pair<std::string, size_t>> states;
-  for (const Value& v : apply.graph.values()) {
-    if (!v.producer.valid() && is_persistent(v.role)) {
-      step.persistent.emplace_back(v.name, v.type.shape);
-      states.emplace_back(v.name, v.bytes());
-    }
-  }
+  auto states = persistent_bytes(apply.graph, &step.persistent);
   // Accumulating, the micro-batches that only accumulate run on the same
   // arena: both steps keep their persistent inputs in one band of it.
   std::optional<StepGraph> acc;
+  StateBand band;
   if (spec.accumulate > 1) {
-    acc = start_step_graph(spec, t, build, *step.backend, &acc_forward, UpdateMode::accumulate,
+    acc = start_step_graph(spec, t, build, backend, &acc_forward, UpdateMode::accumulate,
                            "accumulate");
     MEMFIT_RETURN_IF_ERROR(lower(*acc));
-    for (const Value& v : acc->graph.values()) {
-      if (!v.producer.valid() && is_persistent(v.role)) states.emplace_back(v.name, v.bytes());
-    }
+    const auto acc_states = persistent_bytes(acc->graph);
+    states.insert(states.end(), acc_states.begin(), acc_states.end());
+    band = make_state_band(states);
   }
-  const StateBand band = spec.accumulate > 1 ? make_state_band(states) : StateBand{};
 
   // 4. The choices and the predictions read the same node times: the
   // roofline model's, or (measured: the default of optimal and milp only,
   // since it takes seconds) each distinct node timed on the backend.
-  step.seconds = step_cost(apply.graph, *step.backend, t.cost);
+  step.seconds = step_cost(apply.graph, backend, t.cost);
   step.forward_seconds = graph_seconds(apply.graph, step.seconds, true);
-  const PolicyContext policy{step_planner(*step.backend, t.share, band), spec.budget,
+  const PolicyContext policy{step_planner(backend, t.share, band), spec.budget,
                              step.spec.link_gbps, step.seconds, spec.milp_seconds};
 
-  // 5. The memory passes; 6. the executables, in the order the schedule chose.
-  ExecOptions exec{t.share, false, 0, step.spec.link_gbps, band};
-  exec.schedule = false;
+  // 5. The memory passes and 6. the executables.
+  const ExecOptions exec{t.share, false, 0, step.spec.link_gbps, band};
   ExecOptions apply_exec = exec;
   if (spec.ranks > 1) {
     apply_exec.comm = build.comm;
     apply_exec.comm_gbps = spec.comm_gbps;
   }
-  apply.context.policy = policy;
-  MEMFIT_RETURN_IF_ERROR(apply.pipeline.memory.run(apply.graph, apply.context).status());
-  const PassSummaries& s = apply.context.summaries;
-  step.layouts = s.layouts;
-  step.rewritten.recompute = s.recompute;
-  step.rewritten.swap = s.swap;
-  step.rewritten.automatic = s.automatic;
-  step.all_reduce = s.all_reduce;
-  step.zero = s.zero;
-  MEMFIT_ASSIGN_OR_RETURN(step.apply,
-                          Executable::prepare(std::move(apply.graph), *step.backend, apply_exec));
+  MEMFIT_ASSIGN_OR_RETURN(step.apply, finish(apply, policy, backend, apply_exec));
+  step.passes = std::move(apply.context.summaries);
   if (build.accumulate_only && acc) {
-    acc->context.policy = policy;
-    MEMFIT_RETURN_IF_ERROR(acc->pipeline.memory.run(acc->graph, acc->context).status());
-    MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only,
-                            Executable::prepare(std::move(acc->graph), *step.backend, exec));
+    MEMFIT_ASSIGN_OR_RETURN(step.accumulate_only, finish(*acc, policy, backend, exec));
   }
   return step;
 }

@@ -52,14 +52,6 @@ struct StepBuild {
   std::string dump_graphs = {};
 };
 
-// A step graph after the memory passes, with what each did.
-struct RewrittenStep {
-  Graph graph;
-  RecomputeSummary recompute;
-  SwapSummary swap;
-  AutoSummary automatic;  // --policy auto only
-};
-
 struct CompiledStep {
   StepSpec spec;
   Techniques techniques;
@@ -69,10 +61,7 @@ struct CompiledStep {
   // accumulators, running statistics) with its shape, in the order the step
   // graph was built: the order of checkpoints.
   std::vector<std::pair<std::string, Shape>> persistent;
-  LayoutSummary layouts;        // what assign_layouts did to the step that applies the update
-  RewrittenStep rewritten;      // the summaries of the step that applies the update (graph moved)
-  AllReduceSummary all_reduce;  // its buckets (ranks > 1)
-  ShardSummary zero;            // what sharding did (ranks > 1, a shard other than none)
+  PassSummaries passes;         // what the passes did to the step that applies the update
   NodeSeconds seconds;          // the cost model's node times
   double forward_seconds = 0;   // the forward nodes' predicted seconds before any rewrite
   std::unique_ptr<Executable> apply;            // prepared: applies the update

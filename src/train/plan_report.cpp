@@ -68,20 +68,20 @@ Result<PlanReport> plan_training_step(const PlanRequest& request) {
 }
 
 PlanReport plan_report(const CompiledStep& step) {
-  const RecomputeSummary& summary = step.rewritten.recompute;
-  const SwapSummary& swap = step.rewritten.swap;
-  const AutoSummary& automatic = step.rewritten.automatic;
+  const RecomputeSummary& summary = step.passes.recompute;
+  const SwapSummary& swap = step.passes.swap;
+  const AutoSummary& automatic = step.passes.automatic;
   const Graph& g = step.apply->graph();
   const MemoryPlan& plan = step.apply->plan();
   PlanReport report;
   report.backend = std::string(step.backend->name());
   report.isa = step.backend->isa();
   report.threads = step.backend->threads();
-  if (step.layouts.blocked_values > 0) report.layout = layout_name(step.backend->blocked_layout());
-  report.blocked_values = step.layouts.blocked_values;
-  report.weight_values = step.layouts.weight_values;
-  report.weight_layout = layout_name(step.layouts.weights);
-  report.reorders = step.layouts.reorders;
+  if (step.passes.layouts.blocked_values > 0) report.layout = layout_name(step.backend->blocked_layout());
+  report.blocked_values = step.passes.layouts.blocked_values;
+  report.weight_values = step.passes.layouts.weight_values;
+  report.weight_layout = layout_name(step.passes.layouts.weights);
+  report.reorders = step.passes.layouts.reorders;
   report.techniques = step.techniques;
   report.arena_bytes = plan.arena_bytes;
   report.host_bytes = plan.host_bytes;
@@ -110,9 +110,9 @@ PlanReport plan_report(const CompiledStep& step) {
       step.spec.comm_gbps * 1e9);
   report.predicted_step_seconds = predicted.step_seconds;
   report.ranks = step.spec.ranks;
-  report.buckets = step.all_reduce.buckets;
-  report.reduced_bytes = step.all_reduce.bytes;
-  report.largest_bucket_bytes = step.all_reduce.largest_bucket;
+  report.buckets = step.passes.all_reduce.buckets;
+  report.reduced_bytes = step.passes.all_reduce.bytes;
+  report.largest_bucket_bytes = step.passes.all_reduce.largest_bucket;
   report.predicted_comm_seconds = predicted.comm_seconds;
   report.predicted_exposed_comm_seconds = predicted.exposed_seconds;
   // Without clones the difference is only rounding (the schedule may sum in another order).

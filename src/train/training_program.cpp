@@ -136,10 +136,10 @@ void unpack_bucket(const ShardedState& sharded, const std::vector<float>& bucket
 Status TrainingProgram::load_state(const StateStore& given) {
   // Sharded, this rank keeps its block of each bucket of optimizer state.
   StateStore sharded_copy;
-  const bool sharded = !step_.zero.states.empty();
+  const bool sharded = !step_.passes.zero.states.empty();
   if (sharded) {
     sharded_copy = given;
-    for (const ShardedState& s : step_.zero.states) {
+    for (const ShardedState& s : step_.passes.zero.states) {
       MEMFIT_ASSIGN_OR_RETURN(std::vector<float> bucket, pack_bucket(s, given));
       const auto block = static_cast<size_t>(s.bucket.block());
       const auto first = bucket.begin() + static_cast<std::ptrdiff_t>(block * static_cast<size_t>(s.bucket.rank));
@@ -162,7 +162,7 @@ Status TrainingProgram::store_state(StateStore& state) const {
   MEMFIT_RETURN_IF_ERROR(holder_->store_state(state));
   // Sharded: every rank's blocks, summed into whole buckets (the other
   // ranks' blocks are zeros here), then per parameter.
-  for (const ShardedState& s : step_.zero.states) {
+  for (const ShardedState& s : step_.passes.zero.states) {
     MEMFIT_CHECK(comm_ != nullptr);
     std::vector<float> bucket(static_cast<size_t>(s.bucket.size), 0.0f);
     const std::vector<float>& mine = state[s.name];

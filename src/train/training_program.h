@@ -69,14 +69,14 @@ class TrainingProgram {
   size_t arena_bytes() const { return step_.apply->plan().arena_bytes; }
   size_t high_water_bytes() const { return high_water_bytes_; }
   // What the layout pass did to the step graph that updates the parameters.
-  const LayoutSummary& layout_summary() const { return step_.layouts; }
+  const LayoutSummary& layout_summary() const { return step_.passes.layouts; }
   Layout blocked_layout() const { return step_.backend->blocked_layout(); }
   // What recomputation did to the step graph that updates the parameters.
-  const RecomputeSummary& recompute_summary() const { return step_.rewritten.recompute; }
+  const RecomputeSummary& recompute_summary() const { return step_.passes.recompute; }
   // What swapping did to the step graph that updates the parameters.
-  const SwapSummary& swap_summary() const { return step_.rewritten.swap; }
+  const SwapSummary& swap_summary() const { return step_.passes.swap; }
   // What --policy auto chose (empty choice without it).
-  const AutoSummary& auto_summary() const { return step_.rewritten.automatic; }
+  const AutoSummary& auto_summary() const { return step_.passes.automatic; }
   // The resolved techniques of the step.
   const Techniques& techniques() const { return step_.techniques; }
   // Nodes of the step graph run by each backend, e.g. "cpu 14, reference 9".
@@ -85,7 +85,7 @@ class TrainingProgram {
   // The executable that updates the parameters (per-node times, backends).
   const Executable& step_executable() const { return *step_.apply; }
   // What the all-reduce pass did (ranks > 1).
-  const AllReduceSummary& all_reduce_summary() const { return step_.all_reduce; }
+  const AllReduceSummary& all_reduce_summary() const { return step_.passes.all_reduce; }
   // Forgets the step executables' times so far (profiles leave out the first step).
   void reset_step_times();
   // Times the step's kernels by the device's clock (Executable::time_kernels):
