@@ -1,12 +1,14 @@
 #include "step/graph_dumps.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <regex>
+#include <string_view>
 #include <system_error>
 
 #include "core/output_path.h"
@@ -16,9 +18,21 @@ namespace memfit {
 namespace {
 
 // Whether `name` is a dump's: <graph>-<NN>-<pass>.ir.
-bool is_dump_name(const std::string& name) {
-  static const std::regex dump(R"((step|accumulate)-[0-9][0-9]-[a-z_]+\.ir)");
-  return std::regex_match(name, dump);
+bool is_dump_name(std::string_view name) {
+  for (std::string_view graph : {"step-", "accumulate-"}) {
+    if (!name.starts_with(graph)) continue;
+    std::string_view rest = name.substr(graph.size());
+    if (rest.size() < 7 || !std::isdigit(static_cast<unsigned char>(rest[0])) ||
+        !std::isdigit(static_cast<unsigned char>(rest[1])) || rest[2] != '-' ||
+        !rest.ends_with(".ir")) {
+      return false;
+    }
+    const std::string_view pass = rest.substr(3, rest.size() - 6);
+    return !pass.empty() && std::all_of(pass.begin(), pass.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || c == '_';
+    });
+  }
+  return false;
 }
 
 }  // namespace
