@@ -196,7 +196,8 @@ Result<CompiledStep> compile_step_at_budget(const StepSpec& spec, const StepBuil
   // 3. Lowering, of both graphs.
   MEMFIT_ASSIGN_OR_RETURN(step.model, make_model(spec.model, true));
   ForwardModel forward = forward_of(step.model);
-  ForwardModel acc_forward = forward;
+  ForwardModel acc_forward;  // the unfused model again, for the accumulating graph
+  if (spec.accumulate > 1) acc_forward = forward;
   const UpdateMode mode =
       spec.accumulate == 1 ? UpdateMode::apply : UpdateMode::accumulate_and_apply;
   StepGraph apply = start_step_graph(spec, t, build, backend, &forward, mode, "step");
