@@ -242,6 +242,16 @@ TEST(BlockedOps, AreTheConvolutionNetworkOps) {
   }
 }
 
+// Every example has its op's dtypes: i32 at the inputs its row lists as
+// i32_inputs, f32 elsewhere. The backends choose their kernels by the row.
+TEST_P(OpBackendTest, ExamplesHaveTheOpsDtypes) {
+  const OpKind op = GetParam();
+  for (const OpExample& example : op_info(op).examples()) {
+    const Graph graph = testing::single_node_graph(op, example);
+    EXPECT_TRUE(has_op_dtypes(graph, graph.nodes()[0])) << op_name(op);
+  }
+}
+
 // Calls each backend's kernel directly with output o written over input i.
 TEST_P(OpBackendTest, InPlacePairsAreSafe) {
   const OpKind op = GetParam();

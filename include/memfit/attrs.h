@@ -1,6 +1,8 @@
 // Typed attributes of nodes: one plain struct per family of ops. Each struct
 // lists its fields once in `visit_fields`, which the text printer and parser
 // use, so an attribute added here is printed and parsed without more code.
+// The op list names each op's struct; the Attrs variant (memfit/ir.h) holds
+// the structs it names.
 #pragma once
 
 #include <array>

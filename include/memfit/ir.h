@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -94,13 +95,29 @@ struct Arity {
 };
 Arity op_arity(OpKind op);
 
-using Attrs = std::variant<NoAttrs, MatmulAttrs, Conv2dAttrs, Conv2dGradAttrs, Pool2dAttrs,
-                           Pool2dGradAttrs, BatchNormAttrs, ScaleAttrs, ShapeAttrs, PermAttrs,
-                           AxisAttrs, SliceAttrs, DropoutAttrs, ReduceAttrs, SgdAttrs, AdamWAttrs,
-                           FillAttrs, LayerNormAttrs, PadAttrs, CausalMaskAttrs, SplitAttrs,
-                           Pool3dAttrs, Pool3dGradAttrs, UpsampleAttrs, Conv3dAttrs,
-                           Conv3dGradAttrs, ConvTranspose2dAttrs, ConvTranspose3dAttrs,
-                           AttentionAttrs, BucketAttrs>;
+namespace attrs_list {
+// std::variant<Ts...>, with T added at the end unless it is one of Ts.
+template <class Variant, class T>
+struct Add;
+template <class... Ts, class T>
+struct Add<std::variant<Ts...>, T> {
+  using type = std::conditional_t<(std::is_same_v<T, Ts> || ...), std::variant<Ts...>,
+                                  std::variant<Ts..., T>>;
+};
+// Variant with every type of Ts added, each once.
+template <class Variant, class... Ts>
+struct Distinct {
+  using type = Variant;
+};
+template <class Variant, class T, class... Rest>
+struct Distinct<Variant, T, Rest...> : Distinct<typename Add<Variant, T>::type, Rest...> {};
+}  // namespace attrs_list
+
+// Every attribute struct of the op list, once each. NoAttrs is first, so a
+// default Attrs holds it.
+#define MEMFIT_OP_ATTRS_TYPE(id, attrs, min_inputs, max_inputs) , attrs
+using Attrs = attrs_list::Distinct<std::variant<NoAttrs> MEMFIT_OPS(MEMFIT_OP_ATTRS_TYPE)>::type;
+#undef MEMFIT_OP_ATTRS_TYPE
 // The attribute struct of `op`, default-initialized.
 Attrs default_attrs(OpKind op);
 

@@ -1,7 +1,9 @@
 // The list of ops: one row each, MEMFIT_OP(identifier, attribute struct,
-// fewest inputs, most inputs (-1: any number)). The op table (src/ops/) gives
-// every row its shape inference, gradient rule, in-place pairs, cost and test
-// example; tests iterate over this list.
+// fewest inputs, most inputs (-1: any number)). It makes OpKind and the Attrs
+// variant (memfit/ir.h), and the tables of the layers that know each op: the
+// op table (src/ops/: op_info_<op>, its shape inference, gradient rule,
+// in-place pairs, i32 inputs, cost and test examples) and each backend's
+// kernels (docs/ops.md, "Adding an op"). Tests iterate over this list.
 #pragma once
 
 #define MEMFIT_OPS(MEMFIT_OP)                                \

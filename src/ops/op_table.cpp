@@ -8,41 +8,25 @@
 
 namespace memfit {
 
-void OpTableBuilder::add(OpInfo info) { infos_.push_back(std::move(info)); }
-
 namespace {
 
-// Built once: every family registers its ops; every op of the list must be present once.
+// Built once, one row per op of the list, in its order.
 const std::array<OpInfo, kNumOps>& table() {
   static const std::array<OpInfo, kNumOps> instance = [] {
-    OpTableBuilder builder;
-    register_linear_ops(builder);
-    register_conv_ops(builder);
-    register_conv_transpose_ops(builder);
-    register_pool_ops(builder);
-    register_upsample_ops(builder);
-    register_norm_ops(builder);
-    register_eltwise_ops(builder);
-    register_shape_ops(builder);
-    register_sequence_ops(builder);
-    register_attention_ops(builder);
-    register_lstm_ops(builder);
-    register_softmax_ops(builder);
-    register_reduce_ops(builder);
-    register_optimizer_ops(builder);
-    register_swap_ops(builder);
-    register_fused_ops(builder);
-    register_comm_ops(builder);
-    std::array<OpInfo, kNumOps> by_op;
-    std::array<bool, kNumOps> seen{};
-    for (OpInfo& info : builder.infos()) {
-      const auto index = static_cast<size_t>(info.op);
-      MEMFIT_CHECK(index < by_op.size() && !seen[index]);
+    std::array<OpInfo, kNumOps> by_op = {
+#define MEMFIT_OP_INFO(id, attrs, min_inputs, max_inputs) op_info_##id(),
+        MEMFIT_OPS(MEMFIT_OP_INFO)
+#undef MEMFIT_OP_INFO
+    };
+    for (size_t i = 0; i < by_op.size(); ++i) {
+      const OpInfo& info = by_op[i];
+      MEMFIT_CHECK(static_cast<size_t>(info.op) == i);
       MEMFIT_CHECK(info.infer != nullptr && info.examples != nullptr);
-      seen[index] = true;
-      by_op[index] = std::move(info);
+      const int max_inputs = op_arity(info.op).max;
+      for (int input : info.i32_inputs) {
+        MEMFIT_CHECK(input >= 0 && (max_inputs < 0 || input < max_inputs));
+      }
     }
-    for (bool s : seen) MEMFIT_CHECK(s);
     return by_op;
   }();
   return instance;
@@ -96,6 +80,18 @@ std::vector<InplacePair> inplace_pairs(const Node& node) {
     pairs.push_back(InplacePair{static_cast<int>(o) + 1, static_cast<int>(o)});
   }
   return pairs;
+}
+
+bool has_op_dtypes(const Graph& graph, const Node& node) {
+  const std::vector<int>& i32 = op_info(node.op).i32_inputs;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const bool is_i32 = std::find(i32.begin(), i32.end(), static_cast<int>(i)) != i32.end();
+    if (graph.value(node.inputs[i]).type.dtype != (is_i32 ? DType::i32 : DType::f32)) return false;
+  }
+  for (ValueId v : node.outputs) {
+    if (graph.value(v).type.dtype != DType::f32) return false;
+  }
+  return true;
 }
 
 bool always_kept(const Node& node, size_t output) {

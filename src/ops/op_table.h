@@ -1,8 +1,9 @@
 // The op table: for every op of include/memfit/op_list.h (which gives its
-// arity) its flags, shape inference, gradient rule, in-place pairs, cost and
-// test examples.
-// One family of ops is defined per file (ops_*.cpp); op_table.cpp collects them
-// and checks at start-up that no op of the list is missing.
+// arity) its flags, shape inference, gradient rule, in-place pairs, i32
+// inputs, cost and test examples.
+// One family of ops is defined per file (ops_*.cpp), whose op_info_<op>()
+// makes each op's row; op_table.cpp builds the table from the list, so an op
+// of the list without its function fails to link.
 #pragma once
 
 #include <vector>
@@ -54,6 +55,9 @@ struct OpInfo {
   OpKind op{};
   bool stateful = false;  // some outputs are the next value of state (running stats, weights)
   InferFn infer = nullptr;
+  // The inputs that hold i32 (ids, labels, masks), which every backend's
+  // kernels read as such (has_op_dtypes); the others are f32.
+  std::vector<int> i32_inputs;
   GradFn grad = nullptr;  // null: not differentiable (gradient and optimizer ops)
   std::vector<InplacePair> inplace;
   // Output i may be written over input i + 1, for every output (a variadic
@@ -102,37 +106,19 @@ bool always_kept(const Node& node, size_t output);
 // outputs are the original's values.
 Node recompute_form(const Node& original);
 
-// Used by the ops_*.cpp files to fill the table.
-class OpTableBuilder {
- public:
-  void add(OpInfo info);
-  std::vector<OpInfo>& infos() { return infos_; }
+// Whether the inputs of `node` are i32 where its op's i32_inputs says and f32
+// elsewhere, and its outputs f32: the dtypes the backends' kernels take (but
+// those that move the bytes of any dtype).
+bool has_op_dtypes(const Graph& graph, const Node& node);
 
- private:
-  std::vector<OpInfo> infos_;
-};
-
-void register_linear_ops(OpTableBuilder& table);       // matmul, linear
-void register_conv_ops(OpTableBuilder& table);         // conv2d, conv3d and their gradients
-void register_conv_transpose_ops(OpTableBuilder& table);  // conv_transpose2d, conv_transpose3d
-void register_pool_ops(OpTableBuilder& table);         // pooling and its gradients
-void register_upsample_ops(OpTableBuilder& table);     // upsample and its gradient
-void register_norm_ops(OpTableBuilder& table);         // batch norm, layer norm
-void register_eltwise_ops(OpTableBuilder& table);      // activations, add, sub, mul, scale, dropout
-void register_shape_ops(OpTableBuilder& table);        // reshape, transpose, concat, slice, ...
-void register_sequence_ops(OpTableBuilder& table);     // embedding, causal_mask, where
-void register_attention_ops(OpTableBuilder& table);    // attention and its gradient
-void register_lstm_ops(OpTableBuilder& table);         // lstm_cell and its gradient
-void register_softmax_ops(OpTableBuilder& table);      // softmax, log-softmax, cross-entropy
-void register_reduce_ops(OpTableBuilder& table);       // reduce_sum, reduce_mean, fill
-void register_optimizer_ops(OpTableBuilder& table);    // sgd_update, adamw_update
-void register_swap_ops(OpTableBuilder& table);         // to_host, to_device, swap_wait
-void register_fused_ops(OpTableBuilder& table);
-void register_comm_ops(OpTableBuilder& table);         // all_reduce_start, all_reduce_wait
+// The row of each op, defined by its family's ops_*.cpp file.
+#define MEMFIT_OP_INFO_DECLARATION(id, attrs, min_inputs, max_inputs) OpInfo op_info_##id();
+MEMFIT_OPS(MEMFIT_OP_INFO_DECLARATION)
+#undef MEMFIT_OP_INFO_DECLARATION
 
 // The bytes one rank sends and receives for the collective of `op` (a comm
 // op) on `bucket` with ring algorithms: (N - 1) / N of the bucket's bytes for
 // a reduce-scatter or an all-gather, twice that for an all-reduce.
-double comm_wire_bytes(OpKind op, const BucketAttrs& bucket);        // conv2d_relu, conv2d_add, linear_relu
+double comm_wire_bytes(OpKind op, const BucketAttrs& bucket);
 
 }  // namespace memfit

@@ -169,20 +169,24 @@ std::vector<OpExample> attention_grad_examples() {
 
 }  // namespace
 
-void register_attention_ops(OpTableBuilder& table) {
-  OpInfo attention = ops::new_op(OpKind::attention);
-  attention.infer = infer_attention;
-  attention.grad = grad_attention;
-  attention.cost = cost_attention;
-  attention.examples = attention_examples;
-  table.add(attention);
+OpInfo op_info_attention() {
+  OpInfo info = ops::new_op(OpKind::attention);
+  info.infer = infer_attention;
+  info.i32_inputs = {3};  // key_mask
+  info.grad = grad_attention;
+  info.cost = cost_attention;
+  info.examples = attention_examples;
+  return info;
+}
 
-  OpInfo grad = ops::new_op(OpKind::attention_grad);
-  grad.infer = infer_attention_grad;
-  grad.cost = cost_attention_grad;
-  grad.examples = attention_grad_examples;
-  grad.emitted_by = {OpKind::attention};
-  table.add(grad);
+OpInfo op_info_attention_grad() {
+  OpInfo info = ops::new_op(OpKind::attention_grad);
+  info.infer = infer_attention_grad;
+  info.i32_inputs = {6};  // key_mask
+  info.cost = cost_attention_grad;
+  info.examples = attention_grad_examples;
+  info.emitted_by = {OpKind::attention};
+  return info;
 }
 
 }  // namespace memfit

@@ -192,17 +192,30 @@ double comm_wire_bytes(OpKind op, const BucketAttrs& a) {
   return op == OpKind::all_reduce_start ? 2.0 * bytes : bytes;
 }
 
-void register_comm_ops(OpTableBuilder& table) {
-  table.add(bucket_op(OpKind::all_reduce_start, infer_all_reduce_start, true, tensors_examples));
-  table.add(bucket_op(OpKind::all_reduce_wait, infer_all_reduce_wait, false, bucket_examples));
-  table.add(bucket_op(OpKind::reduce_scatter_start, infer_reduce_scatter_start, true, tensors_examples));
-  table.add(bucket_op(OpKind::reduce_scatter_wait, infer_reduce_scatter_wait, false, bucket_examples));
-  table.add(bucket_op(OpKind::shard_pack, infer_shard_pack, false, tensors_examples));
-  table.add(bucket_op(OpKind::all_gather_start, infer_all_gather_start, true, block_examples));
-  OpInfo gather_wait =
+OpInfo op_info_all_reduce_start() {
+  return bucket_op(OpKind::all_reduce_start, infer_all_reduce_start, true, tensors_examples);
+}
+OpInfo op_info_all_reduce_wait() {
+  return bucket_op(OpKind::all_reduce_wait, infer_all_reduce_wait, false, bucket_examples);
+}
+OpInfo op_info_reduce_scatter_start() {
+  return bucket_op(OpKind::reduce_scatter_start, infer_reduce_scatter_start, true,
+                   tensors_examples);
+}
+OpInfo op_info_reduce_scatter_wait() {
+  return bucket_op(OpKind::reduce_scatter_wait, infer_reduce_scatter_wait, false, bucket_examples);
+}
+OpInfo op_info_shard_pack() {
+  return bucket_op(OpKind::shard_pack, infer_shard_pack, false, tensors_examples);
+}
+OpInfo op_info_all_gather_start() {
+  return bucket_op(OpKind::all_gather_start, infer_all_gather_start, true, block_examples);
+}
+OpInfo op_info_all_gather_wait() {
+  OpInfo info =
       bucket_op(OpKind::all_gather_wait, infer_all_gather_wait, false, gather_wait_examples);
-  gather_wait.inplace_after_first = true;  // p'_i over p_i: parameters updated in place
-  table.add(gather_wait);
+  info.inplace_after_first = true;  // p'_i over p_i: parameters updated in place
+  return info;
 }
 
 }  // namespace memfit

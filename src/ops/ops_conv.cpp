@@ -171,42 +171,50 @@ std::vector<OpExample> conv_grad_examples(bool weight) {
   return out;
 }
 
+// The rows of the family of A.
 template <class A>
-void register_family(OpTableBuilder& table) {
-  using F = ConvFamily<A>;
-  OpInfo conv = ops::new_op(F::kForward);
-  conv.infer = infer_conv<A>;
-  conv.grad = grad_conv<A>;
-  conv.cost = [](const Types& in, const Types& out, const Attrs&) {
+OpInfo conv_info() {
+  OpInfo info = ops::new_op(ConvFamily<A>::kForward);
+  info.infer = infer_conv<A>;
+  info.grad = grad_conv<A>;
+  info.cost = [](const Types& in, const Types& out, const Attrs&) {
     return conv_cost(out[0].shape, in[1].shape, in, out);
   };
-  conv.examples = conv_examples<A>;
-  table.add(conv);
+  info.examples = conv_examples<A>;
+  return info;
+}
 
-  OpInfo grad_input = ops::new_op(F::kGradInput);
-  grad_input.infer = infer_conv_grad_input<A>;
-  grad_input.cost = [](const Types& in, const Types& out, const Attrs&) {
+template <class A>
+OpInfo conv_grad_input_info() {
+  OpInfo info = ops::new_op(ConvFamily<A>::kGradInput);
+  info.infer = infer_conv_grad_input<A>;
+  info.cost = [](const Types& in, const Types& out, const Attrs&) {
     return conv_cost(in[0].shape, in[1].shape, in, out);
   };
-  grad_input.examples = [] { return conv_grad_examples<A>(false); };
-  grad_input.emitted_by = {F::kForward};
-  table.add(grad_input);
+  info.examples = [] { return conv_grad_examples<A>(false); };
+  info.emitted_by = {ConvFamily<A>::kForward};
+  return info;
+}
 
-  OpInfo grad_weight = ops::new_op(F::kGradWeight);
-  grad_weight.infer = infer_conv_grad_weight<A>;
-  grad_weight.cost = [](const Types& in, const Types& out, const Attrs&) {
+template <class A>
+OpInfo conv_grad_weight_info() {
+  OpInfo info = ops::new_op(ConvFamily<A>::kGradWeight);
+  info.infer = infer_conv_grad_weight<A>;
+  info.cost = [](const Types& in, const Types& out, const Attrs&) {
     return conv_cost(in[0].shape, out[0].shape, in, out);
   };
-  grad_weight.examples = [] { return conv_grad_examples<A>(true); };
-  grad_weight.emitted_by = {F::kForward};
-  table.add(grad_weight);
+  info.examples = [] { return conv_grad_examples<A>(true); };
+  info.emitted_by = {ConvFamily<A>::kForward};
+  return info;
 }
 
 }  // namespace
 
-void register_conv_ops(OpTableBuilder& table) {
-  register_family<Conv2dAttrs>(table);
-  register_family<Conv3dAttrs>(table);
-}
+OpInfo op_info_conv2d() { return conv_info<Conv2dAttrs>(); }
+OpInfo op_info_conv2d_grad_input() { return conv_grad_input_info<Conv2dAttrs>(); }
+OpInfo op_info_conv2d_grad_weight() { return conv_grad_weight_info<Conv2dAttrs>(); }
+OpInfo op_info_conv3d() { return conv_info<Conv3dAttrs>(); }
+OpInfo op_info_conv3d_grad_input() { return conv_grad_input_info<Conv3dAttrs>(); }
+OpInfo op_info_conv3d_grad_weight() { return conv_grad_weight_info<Conv3dAttrs>(); }
 
 }  // namespace memfit

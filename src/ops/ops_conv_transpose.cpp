@@ -127,20 +127,22 @@ std::vector<OpExample> conv_transpose3d_examples() {
 
 }  // namespace
 
-void register_conv_transpose_ops(OpTableBuilder& table) {
-  OpInfo t2 = ops::new_op(OpKind::conv_transpose2d);
-  t2.infer = infer_conv_transpose<ConvTranspose2dAttrs>;
-  t2.grad = grad_conv_transpose<ConvTranspose2dAttrs>;
-  t2.cost = conv_transpose_cost;
-  t2.examples = conv_transpose2d_examples;
-  table.add(t2);
+OpInfo op_info_conv_transpose2d() {
+  OpInfo info = ops::new_op(OpKind::conv_transpose2d);
+  info.infer = infer_conv_transpose<ConvTranspose2dAttrs>;
+  info.grad = grad_conv_transpose<ConvTranspose2dAttrs>;
+  info.cost = conv_transpose_cost;
+  info.examples = conv_transpose2d_examples;
+  return info;
+}
 
-  OpInfo t3 = ops::new_op(OpKind::conv_transpose3d);
-  t3.infer = infer_conv_transpose<ConvTranspose3dAttrs>;
-  t3.grad = grad_conv_transpose<ConvTranspose3dAttrs>;
-  t3.cost = conv_transpose_cost;
-  t3.examples = conv_transpose3d_examples;
-  table.add(t3);
+OpInfo op_info_conv_transpose3d() {
+  OpInfo info = ops::new_op(OpKind::conv_transpose3d);
+  info.infer = infer_conv_transpose<ConvTranspose3dAttrs>;
+  info.grad = grad_conv_transpose<ConvTranspose3dAttrs>;
+  info.cost = conv_transpose_cost;
+  info.examples = conv_transpose3d_examples;
+  return info;
 }
 
 }  // namespace memfit

@@ -124,32 +124,48 @@ OpInfo binary(OpKind op, GradFn grad) {
 
 }  // namespace
 
-void register_eltwise_ops(OpTableBuilder& table) {
-  OpInfo relu = unary(OpKind::relu, grad_activation<OpKind::relu_grad, true>, true);
-  relu.examples = relu_examples;
-  table.add(relu);
-  table.add(unary_grad(OpKind::relu_grad, OpKind::relu));
-  table.add(unary(OpKind::gelu, grad_activation<OpKind::gelu_grad, false>, false));
-  table.add(unary_grad(OpKind::gelu_grad, OpKind::gelu));
-  table.add(unary(OpKind::tanh, grad_activation<OpKind::tanh_grad, true>, true));
-  table.add(unary_grad(OpKind::tanh_grad, OpKind::tanh));
-  table.add(unary(OpKind::sigmoid, grad_activation<OpKind::sigmoid_grad, true>, true));
-  table.add(unary_grad(OpKind::sigmoid_grad, OpKind::sigmoid));
-  table.add(binary(OpKind::add, [](GradContext& ctx) { return grad_add_sub(ctx, false); }));
-  table.add(binary(OpKind::sub, [](GradContext& ctx) { return grad_add_sub(ctx, true); }));
-  table.add(binary(OpKind::mul, grad_mul));
+OpInfo op_info_relu() {
+  OpInfo info = unary(OpKind::relu, grad_activation<OpKind::relu_grad, true>, true);
+  info.examples = relu_examples;
+  return info;
+}
+OpInfo op_info_relu_grad() { return unary_grad(OpKind::relu_grad, OpKind::relu); }
+OpInfo op_info_gelu() {
+  return unary(OpKind::gelu, grad_activation<OpKind::gelu_grad, false>, false);
+}
+OpInfo op_info_gelu_grad() { return unary_grad(OpKind::gelu_grad, OpKind::gelu); }
+OpInfo op_info_tanh() {
+  return unary(OpKind::tanh, grad_activation<OpKind::tanh_grad, true>, true);
+}
+OpInfo op_info_tanh_grad() { return unary_grad(OpKind::tanh_grad, OpKind::tanh); }
+OpInfo op_info_sigmoid() {
+  return unary(OpKind::sigmoid, grad_activation<OpKind::sigmoid_grad, true>, true);
+}
+OpInfo op_info_sigmoid_grad() { return unary_grad(OpKind::sigmoid_grad, OpKind::sigmoid); }
+OpInfo op_info_add() {
+  return binary(OpKind::add, [](GradContext& ctx) { return grad_add_sub(ctx, false); });
+}
+OpInfo op_info_sub() {
+  return binary(OpKind::sub, [](GradContext& ctx) { return grad_add_sub(ctx, true); });
+}
+OpInfo op_info_mul() { return binary(OpKind::mul, grad_mul); }
 
-  OpInfo scale = unary(OpKind::scale, grad_scale, true);
-  scale.examples = [] { return std::vector<OpExample>{ops::example({ops::f32({3, 4})}, ScaleAttrs{-2.5f})}; };
-  table.add(scale);
+OpInfo op_info_scale() {
+  OpInfo info = unary(OpKind::scale, grad_scale, true);
+  info.examples = [] {
+    return std::vector<OpExample>{ops::example({ops::f32({3, 4})}, ScaleAttrs{-2.5f})};
+  };
+  return info;
+}
 
-  OpInfo dropout = unary(OpKind::dropout, grad_dropout, true);
-  dropout.infer = infer_dropout;
-  dropout.examples = [] {
+OpInfo op_info_dropout() {
+  OpInfo info = unary(OpKind::dropout, grad_dropout, true);
+  info.infer = infer_dropout;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({4, 16})}, DropoutAttrs{0.3f, 7}),
                                   ops::example({ops::f32({3, 5})}, DropoutAttrs{0.0f, 0x100000001ull})};
   };
-  table.add(dropout);
+  return info;
 }
 
 }  // namespace memfit

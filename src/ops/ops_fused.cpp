@@ -91,25 +91,27 @@ Cost cost_fused(const Types& in, const Types& out, const Attrs& attrs) {
 
 }  // namespace
 
-void register_fused_ops(OpTableBuilder& table) {
-  OpInfo conv_relu = ops::new_op(OpKind::conv2d_relu);
-  conv_relu.infer = infer_fused<OpKind::conv2d_relu>;
-  conv_relu.grad = grad_conv2d_relu;
-  conv_relu.cost = cost_fused<OpKind::conv2d_relu>;
-  conv_relu.examples = [] {
+OpInfo op_info_conv2d_relu() {
+  OpInfo info = ops::new_op(OpKind::conv2d_relu);
+  info.infer = infer_fused<OpKind::conv2d_relu>;
+  info.grad = grad_conv2d_relu;
+  info.cost = cost_fused<OpKind::conv2d_relu>;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({2, 3, 5, 5}), ops::f32({4, 3, 3, 3}), ops::f32({4})},
                      Conv2dAttrs{{1, 1}, {1, 1}, {1, 1}, 1}),
         ops::example({ops::f32({1, 4, 7, 6}), ops::f32({6, 2, 3, 2})},
                      Conv2dAttrs{{2, 1}, {1, 0}, {1, 1}, 2})};
   };
-  table.add(conv_relu);
+  return info;
+}
 
-  OpInfo conv_add = ops::new_op(OpKind::conv2d_add);
-  conv_add.infer = infer_fused<OpKind::conv2d_add>;
-  conv_add.grad = grad_conv2d_add;
-  conv_add.cost = cost_fused<OpKind::conv2d_add>;
-  conv_add.examples = [] {
+OpInfo op_info_conv2d_add() {
+  OpInfo info = ops::new_op(OpKind::conv2d_add);
+  info.infer = infer_fused<OpKind::conv2d_add>;
+  info.grad = grad_conv2d_add;
+  info.cost = cost_fused<OpKind::conv2d_add>;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({2, 3, 5, 5}), ops::f32({4, 3, 3, 3}), ops::f32({2, 4, 5, 5}),
                       ops::f32({4})},
@@ -117,18 +119,20 @@ void register_fused_ops(OpTableBuilder& table) {
         ops::example({ops::f32({1, 4, 7, 6}), ops::f32({6, 2, 3, 2}), ops::f32({1, 6, 4, 5})},
                      Conv2dAttrs{{2, 1}, {1, 0}, {1, 1}, 2})};
   };
-  conv_add.inplace = {{2, 0}};  // r: each element read once, before its output is written
-  table.add(conv_add);
+  info.inplace = {{2, 0}};  // r: each element read once, before its output is written
+  return info;
+}
 
-  OpInfo linear_relu = ops::new_op(OpKind::linear_relu);
-  linear_relu.infer = infer_fused<OpKind::linear_relu>;
-  linear_relu.grad = grad_linear_relu;
-  linear_relu.cost = cost_fused<OpKind::linear_relu>;
-  linear_relu.examples = [] {
+OpInfo op_info_linear_relu() {
+  OpInfo info = ops::new_op(OpKind::linear_relu);
+  info.infer = infer_fused<OpKind::linear_relu>;
+  info.grad = grad_linear_relu;
+  info.cost = cost_fused<OpKind::linear_relu>;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({3, 4}), ops::f32({5, 4}), ops::f32({5})}),
                                   ops::example({ops::f32({2, 6}), ops::f32({3, 6})})};
   };
-  table.add(linear_relu);
+  return info;
 }
 
 }  // namespace memfit

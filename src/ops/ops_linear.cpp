@@ -170,30 +170,30 @@ Status grad_linear(GradContext& ctx) {
 
 }  // namespace
 
-void register_linear_ops(OpTableBuilder& table) {
-  OpInfo matmul;
-  matmul.op = OpKind::matmul;
-  matmul.infer = infer_matmul;
-  matmul.grad = grad_matmul;
-  matmul.cost = cost_matmul;
-  matmul.examples = matmul_examples;
-  matmul.inplace = {{2, 0}};  // each element of c is read once, before its output is written
-  table.add(matmul);
+OpInfo op_info_matmul() {
+  OpInfo info = ops::new_op(OpKind::matmul);
+  info.infer = infer_matmul;
+  info.grad = grad_matmul;
+  info.cost = cost_matmul;
+  info.examples = matmul_examples;
+  info.inplace = {{2, 0}};  // each element of c is read once, before its output is written
+  return info;
+}
 
-  OpInfo linear;
-  linear.op = OpKind::linear;
-  linear.infer = infer_linear;
-  linear.grad = grad_linear;
-  linear.cost = cost_linear;
-  linear.examples = [] {
+OpInfo op_info_linear() {
+  OpInfo info = ops::new_op(OpKind::linear);
+  info.infer = infer_linear;
+  info.grad = grad_linear;
+  info.cost = cost_linear;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({4, 3}), ops::f32({5, 3}), ops::f32({5})}),
         ops::example({ops::f32({2, 6}), ops::f32({3, 6})}),
         // Adding into c, as an LSTM step's gates (h w_hh^T + b_hh + x w_ih^T + b_ih).
         ops::example({ops::f32({4, 3}), ops::f32({5, 3}), ops::f32({5}), ops::f32({4, 5})})};
   };
-  linear.inplace = {{3, 0}};  // each element of c is read once, before its output is written
-  table.add(linear);
+  info.inplace = {{3, 0}};  // each element of c is read once, before its output is written
+  return info;
 }
 
 }  // namespace memfit

@@ -120,26 +120,28 @@ std::vector<OpExample> lstm_cell_grad_examples() {
 
 }  // namespace
 
-void register_lstm_ops(OpTableBuilder& table) {
-  OpInfo cell = ops::new_op(OpKind::lstm_cell);
-  cell.infer = infer_lstm_cell;
-  cell.grad = grad_lstm_cell;
-  cell.cost = cost_lstm_cell;
-  cell.examples = lstm_cell_examples;
+OpInfo op_info_lstm_cell() {
+  OpInfo info = ops::new_op(OpKind::lstm_cell);
+  info.infer = infer_lstm_cell;
+  info.grad = grad_lstm_cell;
+  info.cost = cost_lstm_cell;
+  info.examples = lstm_cell_examples;
   // c over c_prev: each element of c_prev is read once, before c's is written.
-  cell.inplace = {{1, 1}};
-  cell.cheap_to_recompute = true;
-  table.add(cell);
+  info.inplace = {{1, 1}};
+  info.cheap_to_recompute = true;
+  return info;
+}
 
-  OpInfo grad = ops::new_op(OpKind::lstm_cell_grad);
-  grad.infer = infer_lstm_cell_grad;
-  grad.cost = cost_lstm_cell_grad;
-  grad.examples = lstm_cell_grad_examples;
+OpInfo op_info_lstm_cell_grad() {
+  OpInfo info = ops::new_op(OpKind::lstm_cell_grad);
+  info.infer = infer_lstm_cell_grad;
+  info.cost = cost_lstm_cell_grad;
+  info.examples = lstm_cell_grad_examples;
   // Each unit reads its elements of every input before writing its own of
   // the outputs: dgates over gates, dc_prev over dc, dh or c.
-  grad.inplace = {{2, 0}, {1, 1}, {0, 1}, {3, 1}};
-  grad.emitted_by = {OpKind::lstm_cell};
-  table.add(grad);
+  info.inplace = {{2, 0}, {1, 1}, {0, 1}, {3, 1}};
+  info.emitted_by = {OpKind::lstm_cell};
+  return info;
 }
 
 }  // namespace memfit

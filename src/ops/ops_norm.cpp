@@ -258,62 +258,70 @@ Node recompute_batch_norm(const Node& original) {
 
 }  // namespace
 
-void register_norm_ops(OpTableBuilder& table) {
-  OpInfo bn;
-  bn.op = OpKind::batch_norm;
-  bn.stateful = true;
-  bn.infer = infer_batch_norm;
-  bn.grad = grad_batch_norm;
-  bn.cost = cost_batch_norm_training;
-  bn.examples = batch_norm_examples;
-  bn.cheap_to_recompute = true;
-  bn.kept_outputs = {1, 2};  // mean, var
+OpInfo op_info_batch_norm() {
+  OpInfo info = ops::new_op(OpKind::batch_norm);
+  info.stateful = true;
+  info.infer = infer_batch_norm;
+  info.grad = grad_batch_norm;
+  info.cost = cost_batch_norm_training;
+  info.examples = batch_norm_examples;
+  info.cheap_to_recompute = true;
+  info.kept_outputs = {1, 2};  // mean, var
   // The new running statistics over the old ones: each element is read before
   // it is written, so the state stays in its bytes from one step to the next.
-  bn.inplace = {{3, 3}, {4, 4}};
-  bn.recompute_form_of = recompute_batch_norm;
-  table.add(bn);
+  info.inplace = {{3, 3}, {4, 4}};
+  info.recompute_form_of = recompute_batch_norm;
+  return info;
+}
 
-  OpInfo bn_grad;
-  bn_grad.op = OpKind::batch_norm_grad;
-  bn_grad.infer = infer_batch_norm_grad;
-  bn_grad.inplace = {{0, 0}};
-  bn_grad.cost = cost_batch_norm;
-  bn_grad.examples = batch_norm_grad_examples;
-  bn_grad.emitted_by = {OpKind::batch_norm};
-  table.add(bn_grad);
+OpInfo op_info_batch_norm_grad() {
+  OpInfo info = ops::new_op(OpKind::batch_norm_grad);
+  info.infer = infer_batch_norm_grad;
+  info.inplace = {{0, 0}};
+  info.cost = cost_batch_norm;
+  info.examples = batch_norm_grad_examples;
+  info.emitted_by = {OpKind::batch_norm};
+  return info;
+}
 
-  OpInfo bn_inference = ops::new_op(OpKind::batch_norm_inference);
-  bn_inference.infer = infer_batch_norm_inference;
-  bn_inference.grad = grad_batch_norm_inference;
-  bn_inference.inplace = {{0, 0}};
-  bn_inference.cost = cost_batch_norm;
-  bn_inference.examples = [] { return batch_norm_inference_examples(false); };
-  bn_inference.cheap_to_recompute = true;
-  table.add(bn_inference);
+OpInfo op_info_batch_norm_inference() {
+  OpInfo info = ops::new_op(OpKind::batch_norm_inference);
+  info.infer = infer_batch_norm_inference;
+  info.grad = grad_batch_norm_inference;
+  info.inplace = {{0, 0}};
+  info.cost = cost_batch_norm;
+  info.examples = [] { return batch_norm_inference_examples(false); };
+  info.cheap_to_recompute = true;
+  return info;
+}
 
-  OpInfo bn_inference_grad = ops::new_op(OpKind::batch_norm_inference_grad);
-  bn_inference_grad.infer = infer_batch_norm_inference_grad;
-  bn_inference_grad.inplace = {{0, 0}};
-  bn_inference_grad.cost = cost_batch_norm;
-  bn_inference_grad.examples = [] { return batch_norm_inference_examples(true); };
-  bn_inference_grad.emitted_by = {OpKind::batch_norm_inference};
-  table.add(bn_inference_grad);
+OpInfo op_info_batch_norm_inference_grad() {
+  OpInfo info = ops::new_op(OpKind::batch_norm_inference_grad);
+  info.infer = infer_batch_norm_inference_grad;
+  info.inplace = {{0, 0}};
+  info.cost = cost_batch_norm;
+  info.examples = [] { return batch_norm_inference_examples(true); };
+  info.emitted_by = {OpKind::batch_norm_inference};
+  return info;
+}
 
-  OpInfo ln = ops::new_op(OpKind::layer_norm);
-  ln.infer = infer_layer_norm;
-  ln.grad = grad_layer_norm;
-  ln.cost = cost_batch_norm;
-  ln.examples = layer_norm_examples;
-  table.add(ln);
+OpInfo op_info_layer_norm() {
+  OpInfo info = ops::new_op(OpKind::layer_norm);
+  info.infer = infer_layer_norm;
+  info.grad = grad_layer_norm;
+  info.cost = cost_batch_norm;
+  info.examples = layer_norm_examples;
+  return info;
+}
 
-  OpInfo ln_grad = ops::new_op(OpKind::layer_norm_grad);
-  ln_grad.infer = infer_layer_norm_grad;
-  ln_grad.inplace = {{0, 0}};
-  ln_grad.cost = cost_batch_norm;
-  ln_grad.examples = layer_norm_grad_examples;
-  ln_grad.emitted_by = {OpKind::layer_norm};
-  table.add(ln_grad);
+OpInfo op_info_layer_norm_grad() {
+  OpInfo info = ops::new_op(OpKind::layer_norm_grad);
+  info.infer = infer_layer_norm_grad;
+  info.inplace = {{0, 0}};
+  info.cost = cost_batch_norm;
+  info.examples = layer_norm_grad_examples;
+  info.emitted_by = {OpKind::layer_norm};
+  return info;
 }
 
 }  // namespace memfit

@@ -27,13 +27,12 @@ Result<Types> infer_adamw(const Types& in, const Attrs& attrs) {
 
 }  // namespace
 
-void register_optimizer_ops(OpTableBuilder& table) {
-  OpInfo sgd;
-  sgd.op = OpKind::sgd_update;
-  sgd.stateful = true;
-  sgd.infer = infer_sgd;
-  sgd.inplace = {{0, 0}, {2, 1}};
-  sgd.examples = [] {
+OpInfo op_info_sgd_update() {
+  OpInfo info = ops::new_op(OpKind::sgd_update);
+  info.stateful = true;
+  info.infer = infer_sgd;
+  info.inplace = {{0, 0}, {2, 1}};
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({3, 4}), ops::f32({3, 4}), ops::f32({3, 4})}, SgdAttrs{0.1f, 0.9f, 1e-4f}),
         ops::example({ops::f32({5}), ops::f32({5})}, SgdAttrs{0.05f, 0.0f, 0.0f}),
@@ -41,14 +40,15 @@ void register_optimizer_ops(OpTableBuilder& table) {
         ops::example({ops::f32({4, 10, 3, 3}), ops::f32({4, 10, 3, 3}), ops::f32({4, 10, 3, 3})},
                      SgdAttrs{0.1f, 0.9f, 1e-4f})};
   };
-  table.add(sgd);
+  return info;
+}
 
-  OpInfo adamw;
-  adamw.op = OpKind::adamw_update;
-  adamw.stateful = true;
-  adamw.infer = infer_adamw;
-  adamw.inplace = {{0, 0}, {2, 1}, {3, 2}};
-  adamw.examples = [] {
+OpInfo op_info_adamw_update() {
+  OpInfo info = ops::new_op(OpKind::adamw_update);
+  info.stateful = true;
+  info.infer = infer_adamw;
+  info.inplace = {{0, 0}, {2, 1}, {3, 2}};
+  info.examples = [] {
     OpExample ex = ops::example({ops::f32({3, 4}), ops::f32({3, 4}), ops::f32({3, 4}), ops::f32({3, 4})},
                                 AdamWAttrs{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f});
     ex.init = {InputInit{}, InputInit{}, InputInit{}, InputInit{InputInit::positive}};
@@ -57,7 +57,7 @@ void register_optimizer_ops(OpTableBuilder& table) {
     weights.inputs = {w, w, w, w};
     return std::vector<OpExample>{ex, weights};
   };
-  table.add(adamw);
+  return info;
 }
 
 }  // namespace memfit

@@ -196,56 +196,72 @@ Cost window_cost(const Types& in, const Types& out, const Attrs& attrs) {
 
 // The max and average ops of one family and their gradient ops.
 template <class A>
-void register_family(OpTableBuilder& table) {
-  using F = PoolFamily<A>;
-  OpInfo max_pool = ops::new_op(F::max);
-  max_pool.infer = infer_pool<A>;
-  max_pool.grad = grad_max_pool<A>;
-  max_pool.cost = window_cost<A, false>;
-  max_pool.examples = max_pool_examples<A>;
-  table.add(max_pool);
+OpInfo max_pool_info() {
+  OpInfo info = ops::new_op(PoolFamily<A>::max);
+  info.infer = infer_pool<A>;
+  info.grad = grad_max_pool<A>;
+  info.cost = window_cost<A, false>;
+  info.examples = max_pool_examples<A>;
+  return info;
+}
 
-  OpInfo max_pool_grad = ops::new_op(F::max_grad);
-  max_pool_grad.infer = infer_max_pool_grad<A>;
-  max_pool_grad.cost = window_cost<A, true>;
-  max_pool_grad.examples = max_pool_grad_examples<A>;
-  max_pool_grad.emitted_by = {F::max};
-  table.add(max_pool_grad);
+template <class A>
+OpInfo max_pool_grad_info() {
+  OpInfo info = ops::new_op(PoolFamily<A>::max_grad);
+  info.infer = infer_max_pool_grad<A>;
+  info.cost = window_cost<A, true>;
+  info.examples = max_pool_grad_examples<A>;
+  info.emitted_by = {PoolFamily<A>::max};
+  return info;
+}
 
-  OpInfo avg_pool = ops::new_op(F::avg);
-  avg_pool.infer = infer_pool<A>;
-  avg_pool.grad = grad_avg_pool<A>;
-  avg_pool.cost = window_cost<A, false>;
-  avg_pool.examples = pool_examples<A>;
-  table.add(avg_pool);
+template <class A>
+OpInfo avg_pool_info() {
+  OpInfo info = ops::new_op(PoolFamily<A>::avg);
+  info.infer = infer_pool<A>;
+  info.grad = grad_avg_pool<A>;
+  info.cost = window_cost<A, false>;
+  info.examples = pool_examples<A>;
+  return info;
+}
 
-  OpInfo avg_pool_grad = ops::new_op(F::avg_grad);
-  avg_pool_grad.infer = infer_avg_pool_grad<A>;
-  avg_pool_grad.cost = window_cost<typename F::Grad, true>;
-  avg_pool_grad.examples = avg_pool_grad_examples<A>;
-  avg_pool_grad.emitted_by = {F::avg};
-  table.add(avg_pool_grad);
+template <class A>
+OpInfo avg_pool_grad_info() {
+  OpInfo info = ops::new_op(PoolFamily<A>::avg_grad);
+  info.infer = infer_avg_pool_grad<A>;
+  info.cost = window_cost<typename PoolFamily<A>::Grad, true>;
+  info.examples = avg_pool_grad_examples<A>;
+  info.emitted_by = {PoolFamily<A>::avg};
+  return info;
 }
 
 }  // namespace
 
-void register_pool_ops(OpTableBuilder& table) {
-  register_family<Pool2dAttrs>(table);
-  register_family<Pool3dAttrs>(table);
+OpInfo op_info_max_pool2d() { return max_pool_info<Pool2dAttrs>(); }
+OpInfo op_info_max_pool2d_grad() { return max_pool_grad_info<Pool2dAttrs>(); }
+OpInfo op_info_avg_pool2d() { return avg_pool_info<Pool2dAttrs>(); }
+OpInfo op_info_avg_pool2d_grad() { return avg_pool_grad_info<Pool2dAttrs>(); }
+OpInfo op_info_max_pool3d() { return max_pool_info<Pool3dAttrs>(); }
+OpInfo op_info_max_pool3d_grad() { return max_pool_grad_info<Pool3dAttrs>(); }
+OpInfo op_info_avg_pool3d() { return avg_pool_info<Pool3dAttrs>(); }
+OpInfo op_info_avg_pool3d_grad() { return avg_pool_grad_info<Pool3dAttrs>(); }
 
-  OpInfo global = ops::new_op(OpKind::global_avg_pool);
-  global.infer = infer_global_pool;
-  global.grad = grad_global_pool;
-  global.examples = [] { return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4, 5})})}; };
-  table.add(global);
+OpInfo op_info_global_avg_pool() {
+  OpInfo info = ops::new_op(OpKind::global_avg_pool);
+  info.infer = infer_global_pool;
+  info.grad = grad_global_pool;
+  info.examples = [] { return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4, 5})})}; };
+  return info;
+}
 
-  OpInfo global_grad = ops::new_op(OpKind::global_avg_pool_grad);
-  global_grad.infer = infer_global_pool_grad;
-  global_grad.examples = [] {
+OpInfo op_info_global_avg_pool_grad() {
+  OpInfo info = ops::new_op(OpKind::global_avg_pool_grad);
+  info.infer = infer_global_pool_grad;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 1, 1})}, ShapeAttrs{{2, 3, 4, 5}})};
   };
-  global_grad.emitted_by = {OpKind::global_avg_pool};
-  table.add(global_grad);
+  info.emitted_by = {OpKind::global_avg_pool};
+  return info;
 }
 
 }  // namespace memfit

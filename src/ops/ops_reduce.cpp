@@ -84,19 +84,22 @@ OpInfo reduce(OpKind op, GradFn grad) {
 
 }  // namespace
 
-void register_reduce_ops(OpTableBuilder& table) {
-  table.add(reduce(OpKind::reduce_sum, [](GradContext& ctx) { return grad_reduce(ctx, false); }));
-  table.add(reduce(OpKind::reduce_mean, [](GradContext& ctx) { return grad_reduce(ctx, true); }));
+OpInfo op_info_reduce_sum() {
+  return reduce(OpKind::reduce_sum, [](GradContext& ctx) { return grad_reduce(ctx, false); });
+}
+OpInfo op_info_reduce_mean() {
+  return reduce(OpKind::reduce_mean, [](GradContext& ctx) { return grad_reduce(ctx, true); });
+}
 
-  OpInfo fill;
-  fill.op = OpKind::fill;
-  fill.infer = infer_fill;
-  fill.inplace = {{0, 0}};
-  fill.examples = [] {
+OpInfo op_info_fill() {
+  OpInfo info = ops::new_op(OpKind::fill);
+  info.infer = infer_fill;
+  info.inplace = {{0, 0}};
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({}, FillAttrs{1.5f, {2, 3}}),
                                   ops::example({ops::f32({2, 3})}, FillAttrs{-2.0f, {2, 3}})};
   };
-  table.add(fill);
+  return info;
 }
 
 }  // namespace memfit

@@ -164,35 +164,44 @@ std::vector<OpExample> where_examples() {
 
 }  // namespace
 
-void register_sequence_ops(OpTableBuilder& table) {
-  OpInfo embedding = ops::new_op(OpKind::embedding);
-  embedding.infer = infer_embedding;
-  embedding.grad = grad_embedding;
-  embedding.cost = cost_embedding;
-  embedding.examples = embedding_examples;
-  table.add(embedding);
+OpInfo op_info_embedding() {
+  OpInfo info = ops::new_op(OpKind::embedding);
+  info.infer = infer_embedding;
+  info.i32_inputs = {0};  // ids
+  info.grad = grad_embedding;
+  info.cost = cost_embedding;
+  info.examples = embedding_examples;
+  return info;
+}
 
-  OpInfo embedding_grad = ops::new_op(OpKind::embedding_grad);
-  embedding_grad.infer = infer_embedding_grad;
-  embedding_grad.cost = cost_embedding_grad;
-  embedding_grad.examples = embedding_grad_examples;
-  embedding_grad.emitted_by = {OpKind::embedding};
-  embedding_grad.inplace = {{2, 0}};  // acc: each element read once, before its output is written
-  table.add(embedding_grad);
+OpInfo op_info_embedding_grad() {
+  OpInfo info = ops::new_op(OpKind::embedding_grad);
+  info.infer = infer_embedding_grad;
+  info.i32_inputs = {1};  // ids
+  info.cost = cost_embedding_grad;
+  info.examples = embedding_grad_examples;
+  info.emitted_by = {OpKind::embedding};
+  info.inplace = {{2, 0}};  // acc: each element read once, before its output is written
+  return info;
+}
 
-  OpInfo causal_mask = ops::new_op(OpKind::causal_mask);
-  causal_mask.infer = infer_causal_mask;
-  causal_mask.grad = grad_causal_mask;
-  causal_mask.inplace = {{0, 0}};
-  causal_mask.examples = causal_mask_examples;
-  table.add(causal_mask);
+OpInfo op_info_causal_mask() {
+  OpInfo info = ops::new_op(OpKind::causal_mask);
+  info.infer = infer_causal_mask;
+  info.grad = grad_causal_mask;
+  info.inplace = {{0, 0}};
+  info.examples = causal_mask_examples;
+  return info;
+}
 
-  OpInfo where = ops::new_op(OpKind::where);
-  where.infer = infer_where;
-  where.grad = grad_where;
-  where.inplace = {{1, 0}, {2, 0}};
-  where.examples = where_examples;
-  table.add(where);
+OpInfo op_info_where() {
+  OpInfo info = ops::new_op(OpKind::where);
+  info.infer = infer_where;
+  info.i32_inputs = {0};  // cond
+  info.grad = grad_where;
+  info.inplace = {{1, 0}, {2, 0}};
+  info.examples = where_examples;
+  return info;
 }
 
 }  // namespace memfit

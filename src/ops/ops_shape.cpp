@@ -244,103 +244,121 @@ Status grad_slice(GradContext& ctx) {
 
 }  // namespace
 
-void register_shape_ops(OpTableBuilder& table) {
-  OpInfo reshape = ops::new_op(OpKind::reshape);
-  reshape.infer = infer_reshape;
-  reshape.grad = grad_reshape;
-  reshape.inplace = {{0, 0}};
-  reshape.cheap_to_recompute = true;
-  reshape.examples = [] {
+OpInfo op_info_reshape() {
+  OpInfo info = ops::new_op(OpKind::reshape);
+  info.infer = infer_reshape;
+  info.grad = grad_reshape;
+  info.inplace = {{0, 0}};
+  info.cheap_to_recompute = true;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, ShapeAttrs{{6, 4}})};
   };
-  table.add(reshape);
+  return info;
+}
 
-  OpInfo reorder = ops::new_op(OpKind::reorder);
-  reorder.infer = ops::same_as_input;
-  reorder.grad = grad_reorder;
-  reorder.cheap_to_recompute = true;
-  reorder.examples = [] {
+OpInfo op_info_reorder() {
+  OpInfo info = ops::new_op(OpKind::reorder);
+  info.infer = ops::same_as_input;
+  info.grad = grad_reorder;
+  info.cheap_to_recompute = true;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 2, 2})}, NoAttrs{})};
   };
-  table.add(reorder);
+  return info;
+}
 
-  OpInfo broadcast = ops::new_op(OpKind::broadcast_to);
-  broadcast.infer = infer_broadcast_to;
-  broadcast.grad = grad_broadcast_to;
-  broadcast.examples = [] {
+OpInfo op_info_broadcast_to() {
+  OpInfo info = ops::new_op(OpKind::broadcast_to);
+  info.infer = infer_broadcast_to;
+  info.grad = grad_broadcast_to;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({3, 1})}, ShapeAttrs{{2, 3, 4}})};
   };
-  table.add(broadcast);
+  return info;
+}
 
-  OpInfo transpose = ops::new_op(OpKind::transpose);
-  transpose.infer = infer_transpose;
-  transpose.grad = grad_transpose;
-  transpose.cheap_to_recompute = true;
-  transpose.examples = [] {
+OpInfo op_info_transpose() {
+  OpInfo info = ops::new_op(OpKind::transpose);
+  info.infer = infer_transpose;
+  info.grad = grad_transpose;
+  info.cheap_to_recompute = true;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3, 4})}, PermAttrs{{2, 0, 1}}),
                                   ops::example({ops::f32({3, 5})}, PermAttrs{{1, 0}})};
   };
-  table.add(transpose);
+  return info;
+}
 
-  OpInfo concat = ops::new_op(OpKind::concat);
-  concat.infer = infer_concat;
-  concat.grad = grad_concat;
-  concat.examples = [] {
+OpInfo op_info_concat() {
+  OpInfo info = ops::new_op(OpKind::concat);
+  info.infer = infer_concat;
+  info.grad = grad_concat;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({2, 3, 4}), ops::f32({2, 1, 4}), ops::f32({2, 2, 4})}, AxisAttrs{1}),
         ops::example({ops::f32({1, 3}), ops::f32({2, 3})}, AxisAttrs{0})};
   };
-  table.add(concat);
+  return info;
+}
 
-  OpInfo slice = ops::new_op(OpKind::slice);
-  slice.infer = infer_slice;
-  slice.grad = grad_slice;
-  slice.examples = [] {
+OpInfo op_info_slice() {
+  OpInfo info = ops::new_op(OpKind::slice);
+  info.infer = infer_slice;
+  info.grad = grad_slice;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 5, 3})}, SliceAttrs{1, 1, 4, {}}),
                                   ops::example({ops::f32({4, 3})}, SliceAttrs{0, 0, 1, {}})};
   };
-  table.add(slice);
+  return info;
+}
 
-  OpInfo slice_grad = ops::new_op(OpKind::slice_grad);
-  slice_grad.infer = infer_slice_grad;
-  slice_grad.examples = [] {
+OpInfo op_info_slice_grad() {
+  OpInfo info = ops::new_op(OpKind::slice_grad);
+  info.infer = infer_slice_grad;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({2, 3, 3})}, SliceAttrs{1, 1, 4, {2, 5, 3}}),
         ops::example({ops::f32({2, 2, 3}), ops::f32({2, 5, 3})}, SliceAttrs{1, 3, 5, {2, 5, 3}})};
   };
-  slice_grad.emitted_by = {OpKind::slice};
-  slice_grad.inplace = {{1, 0}};  // acc: each element read once, before its output is written
-  table.add(slice_grad);
+  info.emitted_by = {OpKind::slice};
+  info.inplace = {{1, 0}};  // acc: each element read once, before its output is written
+  return info;
+}
 
-  OpInfo split = ops::new_op(OpKind::split);
-  split.infer = infer_split;
-  split.grad = grad_split;
-  split.examples = [] {
+OpInfo op_info_split() {
+  OpInfo info = ops::new_op(OpKind::split);
+  info.infer = infer_split;
+  info.grad = grad_split;
+  info.examples = [] {
     OpExample first_only = ops::example({ops::f32({4, 3})}, SplitAttrs{0, {1, 3}});
     first_only.of = {1};  // output 0 gets no gradient: the rule fills zeros for it
     return std::vector<OpExample>{ops::example({ops::f32({2, 5, 3})}, SplitAttrs{1, {1, 3, 1}}),
                                   first_only, ops::example({ops::f32({2, 4})}, SplitAttrs{1, {4}})};
   };
-  table.add(split);
+  return info;
+}
 
-  OpInfo pad = ops::new_op(OpKind::pad);
-  pad.infer = infer_pad;
-  pad.grad = grad_pad;
-  pad.examples = [] {
+OpInfo op_info_pad() {
+  OpInfo info = ops::new_op(OpKind::pad);
+  info.infer = infer_pad;
+  info.grad = grad_pad;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({2, 3, 2})}, PadAttrs{{0, 1, 2}, {1, 0, 1}, 0.0f}),
         ops::example({ops::f32({3, 4})}, PadAttrs{{0, 0}, {0, 2}, -1.5f})};
   };
-  table.add(pad);
+  return info;
+}
 
-  OpInfo pad_grad = ops::new_op(OpKind::pad_grad);
-  pad_grad.infer = infer_pad_grad;
-  pad_grad.examples = [] {
+OpInfo op_info_pad_grad() {
+  OpInfo info = ops::new_op(OpKind::pad_grad);
+  info.infer = infer_pad_grad;
+  info.examples = [] {
     return std::vector<OpExample>{
         ops::example({ops::f32({3, 4, 5})}, PadAttrs{{0, 1, 2}, {1, 0, 1}, 0.0f})};
   };
-  pad_grad.emitted_by = {OpKind::pad};
-  table.add(pad_grad);
+  info.emitted_by = {OpKind::pad};
+  return info;
 }
 
 }  // namespace memfit

@@ -82,46 +82,58 @@ OpExample xent_example(bool grad) {
 
 }  // namespace
 
-void register_softmax_ops(OpTableBuilder& table) {
-  OpInfo softmax = ops::new_op(OpKind::softmax);
-  softmax.infer = infer_softmax;
-  softmax.grad = grad_softmax_like<OpKind::softmax_grad>;
-  softmax.inplace = {{0, 0}};
-  softmax.examples = softmax_examples;
-  table.add(softmax);
+OpInfo op_info_softmax() {
+  OpInfo info = ops::new_op(OpKind::softmax);
+  info.infer = infer_softmax;
+  info.grad = grad_softmax_like<OpKind::softmax_grad>;
+  info.inplace = {{0, 0}};
+  info.examples = softmax_examples;
+  return info;
+}
 
-  OpInfo softmax_grad = ops::new_op(OpKind::softmax_grad);
-  softmax_grad.infer = infer_softmax_grad;
-  softmax_grad.inplace = {{0, 0}};
-  softmax_grad.examples = softmax_grad_examples;
-  softmax_grad.emitted_by = {OpKind::softmax};
-  table.add(softmax_grad);
+OpInfo op_info_softmax_grad() {
+  OpInfo info = ops::new_op(OpKind::softmax_grad);
+  info.infer = infer_softmax_grad;
+  info.inplace = {{0, 0}};
+  info.examples = softmax_grad_examples;
+  info.emitted_by = {OpKind::softmax};
+  return info;
+}
 
-  OpInfo log_softmax = ops::new_op(OpKind::log_softmax);
-  log_softmax.infer = infer_softmax;
-  log_softmax.grad = grad_softmax_like<OpKind::log_softmax_grad>;
-  log_softmax.inplace = {{0, 0}};
-  log_softmax.examples = softmax_examples;
-  table.add(log_softmax);
+OpInfo op_info_log_softmax() {
+  OpInfo info = ops::new_op(OpKind::log_softmax);
+  info.infer = infer_softmax;
+  info.grad = grad_softmax_like<OpKind::log_softmax_grad>;
+  info.inplace = {{0, 0}};
+  info.examples = softmax_examples;
+  return info;
+}
 
-  OpInfo log_softmax_grad = ops::new_op(OpKind::log_softmax_grad);
-  log_softmax_grad.infer = infer_softmax_grad;
-  log_softmax_grad.inplace = {{0, 0}};
-  log_softmax_grad.examples = softmax_grad_examples;
-  log_softmax_grad.emitted_by = {OpKind::log_softmax};
-  table.add(log_softmax_grad);
+OpInfo op_info_log_softmax_grad() {
+  OpInfo info = ops::new_op(OpKind::log_softmax_grad);
+  info.infer = infer_softmax_grad;
+  info.inplace = {{0, 0}};
+  info.examples = softmax_grad_examples;
+  info.emitted_by = {OpKind::log_softmax};
+  return info;
+}
 
-  OpInfo xent = ops::new_op(OpKind::softmax_cross_entropy);
-  xent.infer = infer_xent;
-  xent.grad = grad_xent;
-  xent.examples = [] { return std::vector<OpExample>{xent_example(false)}; };
-  table.add(xent);
+OpInfo op_info_softmax_cross_entropy() {
+  OpInfo info = ops::new_op(OpKind::softmax_cross_entropy);
+  info.infer = infer_xent;
+  info.i32_inputs = {1};  // labels
+  info.grad = grad_xent;
+  info.examples = [] { return std::vector<OpExample>{xent_example(false)}; };
+  return info;
+}
 
-  OpInfo xent_grad = ops::new_op(OpKind::softmax_cross_entropy_grad);
-  xent_grad.infer = infer_xent_grad;
-  xent_grad.examples = [] { return std::vector<OpExample>{xent_example(true)}; };
-  xent_grad.emitted_by = {OpKind::softmax_cross_entropy};
-  table.add(xent_grad);
+OpInfo op_info_softmax_cross_entropy_grad() {
+  OpInfo info = ops::new_op(OpKind::softmax_cross_entropy_grad);
+  info.infer = infer_xent_grad;
+  info.i32_inputs = {2};  // labels
+  info.examples = [] { return std::vector<OpExample>{xent_example(true)}; };
+  info.emitted_by = {OpKind::softmax_cross_entropy};
+  return info;
 }
 
 }  // namespace memfit

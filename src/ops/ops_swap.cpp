@@ -51,17 +51,18 @@ OpInfo copy_op(OpKind op) {
 
 }  // namespace
 
-void register_swap_ops(OpTableBuilder& table) {
-  table.add(copy_op(OpKind::to_host));
-  table.add(copy_op(OpKind::to_device));
-  OpInfo wait = ops::new_op(OpKind::swap_wait);
-  wait.infer = infer_wait;
-  wait.cost = no_cost;
-  wait.copy = true;
-  wait.examples = [] {
+OpInfo op_info_to_host() { return copy_op(OpKind::to_host); }
+OpInfo op_info_to_device() { return copy_op(OpKind::to_device); }
+
+OpInfo op_info_swap_wait() {
+  OpInfo info = ops::new_op(OpKind::swap_wait);
+  info.infer = infer_wait;
+  info.cost = no_cost;
+  info.copy = true;
+  info.examples = [] {
     return std::vector<OpExample>{ops::example({ops::f32({2, 3}), ops::f32({2, 3})}, NoAttrs{})};
   };
-  table.add(wait);
+  return info;
 }
 
 }  // namespace memfit

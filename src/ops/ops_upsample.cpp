@@ -98,20 +98,22 @@ std::vector<OpExample> upsample_grad_examples() {
 
 }  // namespace
 
-void register_upsample_ops(OpTableBuilder& table) {
-  OpInfo upsample = ops::new_op(OpKind::upsample);
-  upsample.infer = infer_upsample;
-  upsample.grad = grad_upsample;
-  upsample.cost = upsample_cost<false>;
-  upsample.examples = upsample_examples;
-  table.add(upsample);
+OpInfo op_info_upsample() {
+  OpInfo info = ops::new_op(OpKind::upsample);
+  info.infer = infer_upsample;
+  info.grad = grad_upsample;
+  info.cost = upsample_cost<false>;
+  info.examples = upsample_examples;
+  return info;
+}
 
-  OpInfo upsample_grad = ops::new_op(OpKind::upsample_grad);
-  upsample_grad.infer = infer_upsample_grad;
-  upsample_grad.cost = upsample_cost<true>;
-  upsample_grad.examples = upsample_grad_examples;
-  upsample_grad.emitted_by = {OpKind::upsample};
-  table.add(upsample_grad);
+OpInfo op_info_upsample_grad() {
+  OpInfo info = ops::new_op(OpKind::upsample_grad);
+  info.infer = infer_upsample_grad;
+  info.cost = upsample_cost<true>;
+  info.examples = upsample_grad_examples;
+  info.emitted_by = {OpKind::upsample};
+  return info;
 }
 
 }  // namespace memfit

@@ -57,10 +57,13 @@ class AttentionKernel final : public Kernel {
   AttentionParams params_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_attention_kernel(const Graph& graph, const Node& node) {
   return std::make_unique<AttentionKernel>(graph, node);
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(attention, make_attention_kernel)
+MEMFIT_CPU_KERNEL(attention_grad, make_attention_kernel)
 
 }  // namespace memfit::cpu

@@ -21,111 +21,14 @@
 namespace memfit {
 namespace {
 
-using KernelFactory = std::unique_ptr<Kernel> (*)(const Graph& graph, const Node& node);
-
-// The CPU factory of `op`, or null when the reference kernel runs it.
-KernelFactory cpu_factory(OpKind op) {
-  switch (op) {
-    case OpKind::conv2d:
-    case OpKind::conv2d_relu:
-    case OpKind::conv2d_add:
-    case OpKind::conv2d_grad_input:
-    case OpKind::conv2d_grad_weight:
-    case OpKind::conv3d:
-    case OpKind::conv3d_grad_input:
-    case OpKind::conv3d_grad_weight:
-    case OpKind::conv_transpose2d:
-    case OpKind::conv_transpose3d:
-      return cpu::make_conv_kernel;
-    case OpKind::max_pool2d:
-    case OpKind::max_pool2d_grad:
-    case OpKind::max_pool3d:
-    case OpKind::max_pool3d_grad:
-      return cpu::make_max_pool_kernel;
-    case OpKind::avg_pool2d:
-    case OpKind::avg_pool2d_grad:
-    case OpKind::global_avg_pool:
-    case OpKind::global_avg_pool_grad:
-    case OpKind::avg_pool3d:
-    case OpKind::avg_pool3d_grad:
-      return cpu::make_pool_kernel;
-    case OpKind::upsample:
-    case OpKind::upsample_grad:
-      return cpu::make_resample_kernel;
-    case OpKind::batch_norm:
-    case OpKind::batch_norm_grad:
-    case OpKind::batch_norm_inference:
-    case OpKind::batch_norm_inference_grad:
-    case OpKind::layer_norm:
-    case OpKind::layer_norm_grad:
-      return cpu::make_norm_kernel;
-    case OpKind::matmul:
-    case OpKind::linear:
-    case OpKind::linear_relu:
-      return cpu::make_matmul_kernel;
-    case OpKind::relu:
-    case OpKind::relu_grad:
-    case OpKind::gelu:
-    case OpKind::gelu_grad:
-    case OpKind::tanh:
-    case OpKind::tanh_grad:
-    case OpKind::sigmoid:
-    case OpKind::sigmoid_grad:
-    case OpKind::scale:
-      return cpu::make_eltwise_kernel;
-    case OpKind::softmax:
-    case OpKind::softmax_grad:
-    case OpKind::log_softmax:
-    case OpKind::log_softmax_grad:
-      return cpu::make_softmax_kernel;
-    case OpKind::add:
-    case OpKind::sub:
-    case OpKind::mul:
-      return cpu::make_binary_kernel;
-    case OpKind::embedding:
-      return cpu::make_embedding_kernel;
-    case OpKind::embedding_grad:
-      return cpu::make_embedding_grad_kernel;
-    case OpKind::softmax_cross_entropy:
-    case OpKind::softmax_cross_entropy_grad:
-      return cpu::make_loss_kernel;
-    case OpKind::reduce_sum:
-    case OpKind::reduce_mean:
-      return cpu::make_reduce_kernel;
-    case OpKind::reorder:
-      return cpu::make_reorder_kernel;
-    case OpKind::reshape:
-    case OpKind::transpose:
-    case OpKind::concat:
-    case OpKind::split:
-    case OpKind::slice:
-    case OpKind::slice_grad:
-    case OpKind::fill:
-      return cpu::make_shape_kernel;
-    case OpKind::dropout:
-      return cpu::make_dropout_kernel;
-    case OpKind::causal_mask:
-      return cpu::make_causal_mask_kernel;
-    case OpKind::attention:
-    case OpKind::attention_grad:
-      return cpu::make_attention_kernel;
-    case OpKind::lstm_cell:
-    case OpKind::lstm_cell_grad:
-      return cpu::make_lstm_kernel;
-    case OpKind::sgd_update:
-    case OpKind::adamw_update:
-      return cpu::make_optimizer_kernel;
-    default:
-      return nullptr;
-  }
-}
-
-// Whether input i of `op` holds i32 ids or labels.
-bool i32_input(OpKind op, size_t i) {
-  return (op == OpKind::embedding && i == 0) || (op == OpKind::embedding_grad && i == 1) ||
-         (op == OpKind::softmax_cross_entropy && i == 1) ||
-         (op == OpKind::softmax_cross_entropy_grad && i == 2) ||
-         (op == OpKind::attention && i == 3) || (op == OpKind::attention_grad && i == 6);
+// The entry of `op` (cpu_kernels.h).
+const cpu::KernelEntry& kernel_entry(OpKind op) {
+  static const cpu::KernelEntry entries[] = {
+#define MEMFIT_CPU_KERNEL_ENTRY(id, attrs, min_inputs, max_inputs) cpu::kernel_entry_##id(),
+      MEMFIT_OPS(MEMFIT_CPU_KERNEL_ENTRY)
+#undef MEMFIT_CPU_KERNEL_ENTRY
+  };
+  return entries[static_cast<size_t>(op)];
 }
 
 // Whether every tensor of `node` holds fewer than 2^31 elements: oneDNN's
@@ -143,36 +46,27 @@ class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
 
-  // True for the nodes that get a CPU kernel; every tensor they touch is f32,
-  // but the i32 ids and labels of embedding_grad and the cross-entropy, the
-  // key mask of attention, and
-  // the data moved by transpose and slice, which may be of any type.
+  // True for the nodes that get a CPU kernel: their op's entry has a
+  // factory, every tensor is indexed by 32-bit integers, the kernel takes
+  // their blocked operands, and the node is what the entry takes (by default
+  // f32 but the op's i32 inputs; data moved by the shape kernels may be of
+  // any dtype).
   bool supports(const Graph& graph, const Node& node) const override {
-    const KernelFactory factory = cpu_factory(node.op);
-    if (factory == nullptr || !cpu::conv_supported(node)) return false;
+    const cpu::KernelEntry& entry = kernel_entry(node.op);
+    if (entry.make == nullptr) return false;
     if (!indexed_by_int32(graph, node)) return false;
     if (node.op != OpKind::reorder && cpu::touches_blocked(graph, node) &&
         operands_of(graph, node, false).kind == BlockedOperands::Kind::none) {
       return false;
     }
-    if (factory == cpu::make_reduce_kernel && !cpu::reduce_supported(node)) return false;
-    if (factory == cpu::make_shape_kernel) return true;
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (graph.value(node.inputs[i]).type.dtype != (i32_input(node.op, i) ? DType::i32 : DType::f32)) {
-        return false;
-      }
-    }
-    for (const ValueId id : node.outputs) {
-      if (graph.value(id).type.dtype != DType::f32) return false;
-    }
-    return true;
+    return entry.takes(graph, node);
   }
 
   Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, NodeId id) const override {
     const Node& node = graph.node(id);
     if (!supports(graph, node)) return reference_->make_kernel(graph, id);
     try {
-      return cpu_factory(node.op)(graph, node);
+      return kernel_entry(node.op).make(graph, node);
     } catch (const dnnl::error& e) {
       return Status::error("oneDNN rejected node '" + node.name + "' (" +
                            std::string(op_name(node.op)) + "): " + e.what() +

@@ -126,8 +126,6 @@ class BroadcastBinaryKernel final : public Kernel {
   std::vector<std::vector<int64_t>> row_strides_;  // per operand: its strides along dims_
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node) {
   const Shape& a = graph.value(node.inputs[0]).type.shape;
   const Shape& b = graph.value(node.inputs[1]).type.shape;
@@ -144,5 +142,11 @@ std::unique_ptr<Kernel> make_binary_kernel(const Graph& graph, const Node& node)
   MEMFIT_CHECK(out.layout == Layout::plain);
   return std::make_unique<BroadcastBinaryKernel>(node.op, a, b, y);
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(add, make_binary_kernel)
+MEMFIT_CPU_KERNEL(sub, make_binary_kernel)
+MEMFIT_CPU_KERNEL(mul, make_binary_kernel)
 
 }  // namespace memfit::cpu

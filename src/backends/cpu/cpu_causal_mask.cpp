@@ -39,11 +39,13 @@ class CausalMaskKernel final : public Kernel {
   int64_t tq_ = 1, tk_ = 1, rows_ = 0;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_causal_mask_kernel(const Graph& graph, const Node& node) {
   return std::make_unique<CausalMaskKernel>(input_shape(graph, node, 0),
                                             std::get<CausalMaskAttrs>(node.attrs));
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(causal_mask, make_causal_mask_kernel)
 
 }  // namespace memfit::cpu

@@ -278,6 +278,13 @@ bool deconv_supported(const Node& node) {
   return true;
 }
 
+// The transposed convolutions oneDNN can express (deconv_supported), f32;
+// the reference kernel runs the others.
+template <class A>
+bool deconv_takes(const Graph& graph, const Node& node) {
+  return deconv_supported<A>(node) && has_op_dtypes(graph, node);
+}
+
 }  // namespace
 
 bool image_grad_weight_reads_blocked_dy(const Graph& graph, const Node& node, Layout blocked) {
@@ -340,16 +347,7 @@ Layout conv_weight_layout(const Graph& graph, const Node& node, Layout x_layout,
   }
 }
 
-bool conv_supported(const Node& node) {
-  switch (node.op) {
-    case OpKind::conv_transpose2d:
-      return deconv_supported<ConvTranspose2dAttrs>(node);
-    case OpKind::conv_transpose3d:
-      return deconv_supported<ConvTranspose3dAttrs>(node);
-    default:
-      return true;
-  }
-}
+namespace {
 
 std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
@@ -376,5 +374,18 @@ std::unique_ptr<Kernel> make_conv_kernel(const Graph& graph, const Node& node) {
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(conv2d, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv2d_relu, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv2d_add, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv2d_grad_input, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv2d_grad_weight, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv3d, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv3d_grad_input, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv3d_grad_weight, make_conv_kernel)
+MEMFIT_CPU_KERNEL(conv_transpose2d, make_conv_kernel, deconv_takes<ConvTranspose2dAttrs>)
+MEMFIT_CPU_KERNEL(conv_transpose3d, make_conv_kernel, deconv_takes<ConvTranspose3dAttrs>)
 
 }  // namespace memfit::cpu

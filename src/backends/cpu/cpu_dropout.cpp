@@ -43,11 +43,13 @@ class DropoutKernel final : public Kernel {
   int64_t count_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_dropout_kernel(const Graph& graph, const Node& node) {
   return std::make_unique<DropoutKernel>(std::get<DropoutAttrs>(node.attrs),
                                          num_elements(input_shape(graph, node, 0)));
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(dropout, make_dropout_kernel)
 
 }  // namespace memfit::cpu

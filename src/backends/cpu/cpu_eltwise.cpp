@@ -45,8 +45,6 @@ std::unique_ptr<Kernel> backward_kernel(const memory::desc& md, algorithm alg, i
   return kernel;
 }
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node) {
   const memory::desc md = eltwise_md(graph, node);
   switch (node.op) {
@@ -75,5 +73,17 @@ std::unique_ptr<Kernel> make_eltwise_kernel(const Graph& graph, const Node& node
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(relu, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(relu_grad, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(gelu, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(gelu_grad, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(tanh, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(tanh_grad, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(sigmoid, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(sigmoid_grad, make_eltwise_kernel)
+MEMFIT_CPU_KERNEL(scale, make_eltwise_kernel)
 
 }  // namespace memfit::cpu

@@ -91,8 +91,6 @@ class EmbeddingKernel final : public Kernel {
   int64_t rows_, dim_, count_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_embedding_kernel(const Graph& graph, const Node& node) {
   const Shape& table = graph.value(node.inputs[1]).type.shape;
   return std::make_unique<EmbeddingKernel>(node, table[0], table[1],
@@ -104,5 +102,10 @@ std::unique_ptr<Kernel> make_embedding_grad_kernel(const Graph& graph, const Nod
   return std::make_unique<EmbeddingGradKernel>(node, table[0], table[1],
                                                graph.value(node.inputs[1]).elements());
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(embedding, make_embedding_kernel)
+MEMFIT_CPU_KERNEL(embedding_grad, make_embedding_grad_kernel)
 
 }  // namespace memfit::cpu

@@ -145,8 +145,6 @@ class CrossEntropyGradKernel final : public Kernel {
   RowSoftmax softmax_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_loss_kernel(const Graph& graph, const Node& node) {
   const bool grad = node.op == OpKind::softmax_cross_entropy_grad;
   const Shape& logits = input_shape(graph, node, grad ? 1 : 0);
@@ -154,5 +152,10 @@ std::unique_ptr<Kernel> make_loss_kernel(const Graph& graph, const Node& node) {
   if (grad) return std::make_unique<CrossEntropyGradKernel>(logits[0], logits[1]);
   return std::make_unique<CrossEntropyKernel>(logits[0], logits[1]);
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(softmax_cross_entropy, make_loss_kernel)
+MEMFIT_CPU_KERNEL(softmax_cross_entropy_grad, make_loss_kernel)
 
 }  // namespace memfit::cpu

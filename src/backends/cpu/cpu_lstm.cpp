@@ -144,8 +144,6 @@ class LstmCellGradKernel final : public Kernel {
   bool has_c_prev_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_lstm_kernel(const Graph& graph, const Node& node) {
   if (node.op == OpKind::lstm_cell) {
     const Shape& h = output_shape(graph, node, 0);  // (N, H)
@@ -154,5 +152,10 @@ std::unique_ptr<Kernel> make_lstm_kernel(const Graph& graph, const Node& node) {
   const Shape& dh = input_shape(graph, node, 0);  // (N, H)
   return std::make_unique<LstmCellGradKernel>(dh[0], dh[1], node.inputs.size() == 5);
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(lstm_cell, make_lstm_kernel)
+MEMFIT_CPU_KERNEL(lstm_cell_grad, make_lstm_kernel)
 
 }  // namespace memfit::cpu

@@ -90,8 +90,6 @@ std::unique_ptr<Kernel> linear_kernel(const Graph& graph, const Node& node) {
   return kernel;
 }
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::matmul:
@@ -104,5 +102,11 @@ std::unique_ptr<Kernel> make_matmul_kernel(const Graph& graph, const Node& node)
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(matmul, make_matmul_kernel)
+MEMFIT_CPU_KERNEL(linear, make_matmul_kernel)
+MEMFIT_CPU_KERNEL(linear_relu, make_matmul_kernel)
 
 }  // namespace memfit::cpu

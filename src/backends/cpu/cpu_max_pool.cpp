@@ -383,8 +383,6 @@ class MaxPoolGradKernel final : public Kernel {
   int threads_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_max_pool_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::max_pool2d:
@@ -412,5 +410,12 @@ std::unique_ptr<Kernel> make_max_pool_kernel(const Graph& graph, const Node& nod
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(max_pool2d, make_max_pool_kernel)
+MEMFIT_CPU_KERNEL(max_pool2d_grad, make_max_pool_kernel)
+MEMFIT_CPU_KERNEL(max_pool3d, make_max_pool_kernel)
+MEMFIT_CPU_KERNEL(max_pool3d_grad, make_max_pool_kernel)
 
 }  // namespace memfit::cpu

@@ -240,8 +240,6 @@ class LayerNormGradKernel final : public PrimitiveKernel {
   size_t var_offset_ = 0;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node) {
   if (node.op != OpKind::layer_norm && node.op != OpKind::layer_norm_grad &&
       graph.value(node.outputs[0]).layout != Layout::plain) {
@@ -269,5 +267,14 @@ std::unique_ptr<Kernel> make_norm_kernel(const Graph& graph, const Node& node) {
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(batch_norm, make_norm_kernel)
+MEMFIT_CPU_KERNEL(batch_norm_grad, make_norm_kernel)
+MEMFIT_CPU_KERNEL(batch_norm_inference, make_norm_kernel)
+MEMFIT_CPU_KERNEL(batch_norm_inference_grad, make_norm_kernel)
+MEMFIT_CPU_KERNEL(layer_norm, make_norm_kernel)
+MEMFIT_CPU_KERNEL(layer_norm_grad, make_norm_kernel)
 
 }  // namespace memfit::cpu

@@ -86,8 +86,6 @@ class AdamWKernel final : public Kernel {
   int64_t count_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_optimizer_kernel(const Graph& graph, const Node& node) {
   // Every operand in the same layout (a blocked one's padding is zero and stays so).
   const Value& w = graph.value(node.inputs[0]);
@@ -102,5 +100,10 @@ std::unique_ptr<Kernel> make_optimizer_kernel(const Graph& graph, const Node& no
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(sgd_update, make_optimizer_kernel)
+MEMFIT_CPU_KERNEL(adamw_update, make_optimizer_kernel)
 
 }  // namespace memfit::cpu

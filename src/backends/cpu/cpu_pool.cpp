@@ -66,8 +66,6 @@ std::unique_ptr<Kernel> avg_backward_kernel(const memory::desc& dy, const memory
   return kernel;
 }
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::avg_pool2d:
@@ -93,5 +91,14 @@ std::unique_ptr<Kernel> make_pool_kernel(const Graph& graph, const Node& node) {
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(avg_pool2d, make_pool_kernel)
+MEMFIT_CPU_KERNEL(avg_pool2d_grad, make_pool_kernel)
+MEMFIT_CPU_KERNEL(avg_pool3d, make_pool_kernel)
+MEMFIT_CPU_KERNEL(avg_pool3d_grad, make_pool_kernel)
+MEMFIT_CPU_KERNEL(global_avg_pool, make_pool_kernel)
+MEMFIT_CPU_KERNEL(global_avg_pool_grad, make_pool_kernel)
 
 }  // namespace memfit::cpu

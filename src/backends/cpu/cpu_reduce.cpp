@@ -113,9 +113,12 @@ bool consecutive(std::vector<int64_t> axes) {
   return true;
 }
 
-}  // namespace
-
 bool reduce_supported(const Node& node) { return !std::get<ReduceAttrs>(node.attrs).axes.empty(); }
+
+// One or more axes (reduce_supported), f32.
+bool reduce_takes(const Graph& graph, const Node& node) {
+  return reduce_supported(node) && has_op_dtypes(graph, node);
+}
 
 std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node) {
   MEMFIT_CHECK(reduce_supported(node));
@@ -126,5 +129,10 @@ std::unique_ptr<Kernel> make_reduce_kernel(const Graph& graph, const Node& node)
   }
   return std::make_unique<ScatteredReduceKernel>(input_shape(graph, node, 0), axes, mean);
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(reduce_sum, make_reduce_kernel, reduce_takes)
+MEMFIT_CPU_KERNEL(reduce_mean, make_reduce_kernel, reduce_takes)
 
 }  // namespace memfit::cpu

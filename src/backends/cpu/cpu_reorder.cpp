@@ -4,6 +4,7 @@
 #include "backends/cpu/dnnl_util.h"
 
 namespace memfit::cpu {
+namespace {
 
 std::unique_ptr<Kernel> make_reorder_kernel(const Graph& graph, const Node& node) {
   auto kernel = std::make_unique<PrimitiveKernel>();
@@ -11,5 +12,9 @@ std::unique_ptr<Kernel> make_reorder_kernel(const Graph& graph, const Node& node
                       output_arg(DNNL_ARG_TO, 0, output_md(graph, node, 0)));
   return kernel;
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(reorder, make_reorder_kernel)
 
 }  // namespace memfit::cpu

@@ -53,8 +53,6 @@ std::unique_ptr<Kernel> backward_kernel(const Shape& dy_shape, const Shape& dx_s
   return kernel;
 }
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_resample_kernel(const Graph& graph, const Node& node) {
   const algorithm alg = resampling_algorithm(std::get<UpsampleAttrs>(node.attrs));
   switch (node.op) {
@@ -67,5 +65,10 @@ std::unique_ptr<Kernel> make_resample_kernel(const Graph& graph, const Node& nod
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(upsample, make_resample_kernel)
+MEMFIT_CPU_KERNEL(upsample_grad, make_resample_kernel)
 
 }  // namespace memfit::cpu

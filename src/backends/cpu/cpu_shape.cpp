@@ -198,8 +198,6 @@ class FillKernel final : public Kernel {
   int64_t count_;
 };
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node) {
   if (node.op == OpKind::fill) {
     // Blocked (only a fill of zeros is), the padding is filled too.
@@ -237,5 +235,18 @@ std::unique_ptr<Kernel> make_shape_kernel(const Graph& graph, const Node& node) 
       return nullptr;
   }
 }
+
+// The copies move the bytes of any dtype as they are; fill writes f32.
+bool any_dtype(const Graph&, const Node&) { return true; }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(reshape, make_shape_kernel, any_dtype)
+MEMFIT_CPU_KERNEL(transpose, make_shape_kernel, any_dtype)
+MEMFIT_CPU_KERNEL(concat, make_shape_kernel, any_dtype)
+MEMFIT_CPU_KERNEL(split, make_shape_kernel, any_dtype)
+MEMFIT_CPU_KERNEL(slice, make_shape_kernel, any_dtype)
+MEMFIT_CPU_KERNEL(slice_grad, make_shape_kernel, any_dtype)
+MEMFIT_CPU_KERNEL(fill, make_shape_kernel, any_dtype)
 
 }  // namespace memfit::cpu

@@ -38,8 +38,6 @@ std::unique_ptr<Kernel> backward_kernel(const memory::desc& md, algorithm alg, i
   return kernel;
 }
 
-}  // namespace
-
 std::unique_ptr<Kernel> make_softmax_kernel(const Graph& graph, const Node& node) {
   const Shape& shape = output_shape(graph, node, 0);
   const memory::desc md = plain_md(shape);
@@ -58,5 +56,12 @@ std::unique_ptr<Kernel> make_softmax_kernel(const Graph& graph, const Node& node
       return nullptr;
   }
 }
+
+}  // namespace
+
+MEMFIT_CPU_KERNEL(softmax, make_softmax_kernel)
+MEMFIT_CPU_KERNEL(softmax_grad, make_softmax_kernel)
+MEMFIT_CPU_KERNEL(log_softmax, make_softmax_kernel)
+MEMFIT_CPU_KERNEL(log_softmax_grad, make_softmax_kernel)
 
 }  // namespace memfit::cpu

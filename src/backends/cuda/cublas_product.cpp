@@ -125,12 +125,22 @@ ProductKernel::Shape product_shape(const Graph& graph, const Node& node) {
   return s;
 }
 
+// matmul: a of rank 2 or more (cuBLAS's strided batches over the rest).
+bool matmul_has_kernel(const Graph& graph, const Node& node) {
+  return has_op_dtypes(graph, node) && graph.value(node.inputs[0]).type.shape.size() >= 2;
+}
+
+Result<std::unique_ptr<Kernel>> make_product_kernel(const Graph& graph, const Node& node,
+                                                    std::shared_ptr<const Context> context) {
+  return std::unique_ptr<Kernel>(
+      std::make_unique<ProductKernel>(std::move(context), product_shape(graph, node)));
+}
+
 }  // namespace
 
-std::unique_ptr<Kernel> make_product_kernel(const Graph& graph, const Node& node,
-                                            std::shared_ptr<const Context> context) {
-  return std::make_unique<ProductKernel>(std::move(context), product_shape(graph, node));
-}
+MEMFIT_CUDA_KERNEL(matmul, matmul_has_kernel, make_product_kernel)
+MEMFIT_CUDA_KERNEL(linear, has_op_dtypes, make_product_kernel)
+MEMFIT_CUDA_KERNEL(linear_relu, has_op_dtypes, make_product_kernel)
 
 }  // namespace memfit::cuda
 

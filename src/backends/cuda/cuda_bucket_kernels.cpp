@@ -49,8 +49,6 @@ void unpack(const std::vector<int64_t>& offsets, const KernelArgs& a, const floa
   }
 }
 
-}  // namespace
-
 bool bucket_has_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::all_reduce_start:
@@ -60,7 +58,7 @@ bool bucket_has_kernel(const Graph& graph, const Node& node) {
     case OpKind::reduce_scatter_wait:
     case OpKind::shard_pack:
     case OpKind::all_gather_start:
-      return all_f32(graph, node);
+      return has_op_dtypes(graph, node);
     default:
       return false;
   }
@@ -107,6 +105,16 @@ Result<std::unique_ptr<Kernel>> make_bucket_kernel(const Graph& graph, const Nod
   }
   return launch_kernel(std::move(context), std::move(launch));
 }
+
+}  // namespace
+
+MEMFIT_CUDA_KERNEL(all_reduce_start, bucket_has_kernel, make_bucket_kernel)
+MEMFIT_CUDA_KERNEL(all_reduce_wait, bucket_has_kernel, make_bucket_kernel)
+MEMFIT_CUDA_KERNEL(reduce_scatter_start, bucket_has_kernel, make_bucket_kernel)
+MEMFIT_CUDA_KERNEL(reduce_scatter_wait, bucket_has_kernel, make_bucket_kernel)
+MEMFIT_CUDA_KERNEL(shard_pack, bucket_has_kernel, make_bucket_kernel)
+MEMFIT_CUDA_KERNEL(all_gather_start, bucket_has_kernel, make_bucket_kernel)
+MEMFIT_CUDA_KERNEL(all_gather_wait, bucket_has_kernel, make_bucket_kernel)
 
 }  // namespace memfit::cuda
 

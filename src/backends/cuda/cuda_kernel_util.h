@@ -48,7 +48,5 @@ inline float* out(const KernelArgs& args, size_t i) { return static_cast<float*>
 
 // Whether every input and output is in the plain (row-major) layout.
 bool plain(const Graph& graph, const Node& node);
-// Whether every input is f32 but input `i32_input` (i32), and every output f32.
-bool all_f32(const Graph& graph, const Node& node, int i32_input = -1);
 
 }  // namespace memfit::cuda

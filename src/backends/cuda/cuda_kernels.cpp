@@ -1,7 +1,9 @@
-// The cuda backend's kernels (cuda_kernels.h) but the products
-// (cublas_product.cpp) and the convolutions (cudnn_conv.cpp). Shapes,
-// attributes and the launch parameters are fixed when a kernel is made;
-// run() only launches.
+// The cuda backend's entries of every op (cuda_kernels.h: has_kernel,
+// make_kernel), and the kernels of the ops that the files beside this one
+// leave: pooling, activations, add, sub and mul, softmax and the
+// cross-entropy, dropout, reductions, the optimizer updates, fill and the
+// copies. Shapes, attributes and the launch parameters are fixed when a
+// kernel is made; run() only launches.
 #include "backends/cuda/cuda_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
@@ -21,15 +23,25 @@
 #include "backends/cuda/cublas_library.h"
 #include "backends/cuda/cuda_kernel_util.h"
 #include "backends/cuda/cuda_launchers.h"
-#include "backends/cuda/cuda_norm_kernels.h"
-#include "backends/cuda/cuda_sequence_kernels.h"
-#include "backends/cuda/cuda_shape_kernels.h"
 
 namespace memfit::cuda {
 
 Context::~Context() {
   if (blas != nullptr) (*cublas_library())->destroy(static_cast<cublasHandle_t>(blas));
   if (dnn != nullptr) cudnnDestroy(static_cast<cudnnHandle_t>(dnn));
+}
+
+Status no_kernel_for(OpKind op) {
+  return Status::error("the cuda backend has no kernel for " + std::string(op_name(op)));
+}
+
+bool plain(const Graph& graph, const Node& node) {
+  for (const auto* list : {&node.inputs, &node.outputs}) {
+    for (ValueId v : *list) {
+      if (graph.value(v).layout != Layout::plain) return false;
+    }
+  }
+  return true;
 }
 
 namespace {
@@ -103,109 +115,29 @@ BroadcastShape broadcast_shape(const memfit::Shape& a, const memfit::Shape& b,
   return shape;
 }
 
-}  // namespace
-
-Status no_kernel_for(OpKind op) {
-  return Status::error("the cuda backend has no kernel for " + std::string(op_name(op)));
+// The entry of `op` (cuda_kernels.h).
+const KernelEntry& kernel_entry(OpKind op) {
+  static const KernelEntry entries[] = {
+#define MEMFIT_CUDA_KERNEL_ENTRY(id, attrs, min_inputs, max_inputs) kernel_entry_##id(),
+      MEMFIT_OPS(MEMFIT_CUDA_KERNEL_ENTRY)
+#undef MEMFIT_CUDA_KERNEL_ENTRY
+  };
+  return entries[static_cast<size_t>(op)];
 }
 
-bool plain(const Graph& graph, const Node& node) {
-  for (const auto* list : {&node.inputs, &node.outputs}) {
-    for (ValueId v : *list) {
-      if (graph.value(v).layout != Layout::plain) return false;
-    }
-  }
-  return true;
+// The conditions of the kernels below beyond the op's dtypes.
+bool reduce_has_kernel(const Graph& graph, const Node& node) {
+  return has_op_dtypes(graph, node) && shape_of(graph, node.inputs[0]).size() <= kMaxDims;
 }
-
-bool all_f32(const Graph& graph, const Node& node, int i32_input) {
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const DType want = static_cast<int>(i) == i32_input ? DType::i32 : DType::f32;
-    if (graph.value(node.inputs[i]).type.dtype != want) return false;
-  }
-  for (ValueId v : node.outputs) {
-    if (graph.value(v).type.dtype != DType::f32) return false;
-  }
-  return true;
+bool binary_has_kernel(const Graph& graph, const Node& node) {
+  return has_op_dtypes(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
 }
+// Copies of any dtype, plain to plain (has_kernel's first test).
+bool copy_has_kernel(const Graph&, const Node&) { return true; }
 
-bool has_kernel(const Graph& graph, const Node& node) {
-  if (!plain(graph, node)) return false;
-  if (conv_has_kernel(graph, node) || norm_has_kernel(graph, node) ||
-      shape_has_kernel(graph, node) || sequence_has_kernel(graph, node) ||
-      bucket_has_kernel(graph, node)) {
-    return true;
-  }
-  switch (node.op) {
-    case OpKind::fill:
-    case OpKind::max_pool2d:
-    case OpKind::max_pool2d_grad:
-    case OpKind::avg_pool2d:
-    case OpKind::avg_pool2d_grad:
-    case OpKind::max_pool3d:
-    case OpKind::max_pool3d_grad:
-    case OpKind::avg_pool3d:
-    case OpKind::avg_pool3d_grad:
-    case OpKind::global_avg_pool:
-    case OpKind::global_avg_pool_grad:
-    case OpKind::relu:
-    case OpKind::gelu:
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::scale:
-    case OpKind::relu_grad:
-    case OpKind::gelu_grad:
-    case OpKind::tanh_grad:
-    case OpKind::sigmoid_grad:
-    case OpKind::softmax:
-    case OpKind::softmax_grad:
-    case OpKind::log_softmax:
-    case OpKind::log_softmax_grad:
-    case OpKind::dropout:
-    case OpKind::sgd_update:
-    case OpKind::adamw_update:
-    case OpKind::linear:
-    case OpKind::linear_relu:
-      return all_f32(graph, node);
-    case OpKind::matmul:
-      return all_f32(graph, node) && shape_of(graph, node.inputs[0]).size() >= 2;
-    case OpKind::reduce_sum:
-    case OpKind::reduce_mean:
-      return all_f32(graph, node) && shape_of(graph, node.inputs[0]).size() <= kMaxDims;
-    case OpKind::add:
-    case OpKind::sub:
-    case OpKind::mul:
-      return all_f32(graph, node) && shape_of(graph, node.outputs[0]).size() <= kMaxDims;
-    case OpKind::reshape:
-    case OpKind::reorder:  // plain to plain (has_kernel's first test): the only layouts kept here
-    case OpKind::to_host:
-    case OpKind::to_device:
-    case OpKind::swap_wait:
-      return true;
-    case OpKind::softmax_cross_entropy:
-      return all_f32(graph, node, 1);
-    case OpKind::softmax_cross_entropy_grad:
-      return all_f32(graph, node, 2);
-    default:
-      return false;
-  }
-}
-
-Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
-                                            std::shared_ptr<const Context> context) {
-  if (!has_kernel(graph, node)) {
-    return no_kernel_for(node.op);
-  }
-  if (conv_has_kernel(graph, node)) return make_conv_kernel(graph, node, std::move(context));
-  if (norm_has_kernel(graph, node)) return make_norm_kernel(graph, node, std::move(context));
-  if (shape_has_kernel(graph, node)) return make_shape_kernel(graph, node, std::move(context));
-  if (sequence_has_kernel(graph, node)) {
-    return make_sequence_kernel(graph, node, std::move(context));
-  }
-  if (bucket_has_kernel(graph, node)) return make_bucket_kernel(graph, node, std::move(context));
-  if (node.op == OpKind::matmul || node.op == OpKind::linear || node.op == OpKind::linear_relu) {
-    return make_product_kernel(graph, node, std::move(context));
-  }
+// The kernels of the ops the files beside this one leave: one launch each.
+Result<std::unique_ptr<Kernel>> make_launch_kernel(const Graph& graph, const Node& node,
+                                                   std::shared_ptr<const Context> context) {
   const int64_t count = node.outputs.empty() ? 0 : graph.value(node.outputs[0]).elements();
   const auto pool = [](Pool kind, bool gradient, const PoolShape& shape) {
     return [kind, gradient, shape](const KernelArgs& a, void* stream) {
@@ -424,6 +356,62 @@ Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node
   }
   return launch_kernel(std::move(context), std::move(launch), workspace);
 }
+
+}  // namespace
+
+bool has_kernel(const Graph& graph, const Node& node) {
+  if (!plain(graph, node)) return false;
+  const KernelEntry& entry = kernel_entry(node.op);
+  return entry.has != nullptr && entry.has(graph, node);
+}
+
+Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
+                                            std::shared_ptr<const Context> context) {
+  if (!has_kernel(graph, node)) {
+    return no_kernel_for(node.op);
+  }
+  return kernel_entry(node.op).make(graph, node, std::move(context));
+}
+
+MEMFIT_CUDA_KERNEL(fill, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(reshape, copy_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(reorder, copy_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(to_host, copy_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(to_device, copy_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(swap_wait, copy_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(relu, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(relu_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(gelu, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(gelu_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(tanh, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(tanh_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(sigmoid, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(sigmoid_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(scale, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(dropout, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(add, binary_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(sub, binary_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(mul, binary_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(max_pool2d, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(max_pool2d_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(avg_pool2d, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(avg_pool2d_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(max_pool3d, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(max_pool3d_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(avg_pool3d, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(avg_pool3d_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(global_avg_pool, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(global_avg_pool_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(softmax, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(softmax_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(log_softmax, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(log_softmax_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(softmax_cross_entropy, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(softmax_cross_entropy_grad, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(reduce_sum, reduce_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(reduce_mean, reduce_has_kernel, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(sgd_update, has_op_dtypes, make_launch_kernel)
+MEMFIT_CUDA_KERNEL(adamw_update, has_op_dtypes, make_launch_kernel)
 
 }  // namespace memfit::cuda
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "ops/op_table.h"
 #include "runtime/kernel.h"
 
 namespace memfit::cuda {
@@ -31,28 +32,41 @@ struct Context {
   ~Context();
 };
 
-// Whether the cuda backend has a kernel for `node`.
+// Whether the cuda backend has a kernel for `node`: every operand plain,
+// and the op's entry has one for it.
 bool has_kernel(const Graph& graph, const Node& node);
 // The kernel of `node` (has_kernel must hold).
 Result<std::unique_ptr<Kernel>> make_kernel(const Graph& graph, const Node& node,
                                             std::shared_ptr<const Context> context);
 
-// The products' kernel (cublas_product.cpp): matmul, linear, linear_relu.
-std::unique_ptr<Kernel> make_product_kernel(const Graph& graph, const Node& node,
-                                            std::shared_ptr<const Context> context);
+using HasKernelFn = bool (*)(const Graph& graph, const Node& node);
+using MakeKernelFn = Result<std::unique_ptr<Kernel>> (*)(const Graph& graph, const Node& node,
+                                                         std::shared_ptr<const Context> context);
 
-// The convolutions' part of the two (cudnn_conv.cpp); make_conv_kernel asks
-// cuDNN for the algorithm and its workspace, an error when none is
-// deterministic.
+// How the cuda backend runs the nodes of one op: `make` makes the kernel of
+// a node, plain, for which `has` holds (null: the op has no kernel here).
+struct KernelEntry {
+  HasKernelFn has = nullptr;
+  MakeKernelFn make = nullptr;
+};
+
+// The entry of each op of the list, kernel_entry_<op>(): defined with
+// MEMFIT_CUDA_KERNEL by the kernel file that makes its kernels (in a build
+// with CUDA). An op without one fails to link.
+#define MEMFIT_CUDA_KERNEL_DECLARATION(id, attrs, min_inputs, max_inputs) \
+  KernelEntry kernel_entry_##id();
+MEMFIT_OPS(MEMFIT_CUDA_KERNEL_DECLARATION)
+#undef MEMFIT_CUDA_KERNEL_DECLARATION
+
+// Defines the entry of `op`: MEMFIT_CUDA_KERNEL(relu, has_op_dtypes, make_launch_kernel).
+#define MEMFIT_CUDA_KERNEL(op, has, make) \
+  KernelEntry kernel_entry_##op() { return KernelEntry{has, make}; }
+
+// Whether cuDNN runs the convolution `node` (cudnn_conv.cpp: conv2d, conv3d,
+// their fused forms and gradients, the transposed convolutions whose data
+// gradient cuDNN has), f32 and plain. Its kernel asks cuDNN for the
+// algorithm and its workspace, an error when none is deterministic, so it
+// needs a GPU.
 bool conv_has_kernel(const Graph& graph, const Node& node);
-Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node& node,
-                                                 std::shared_ptr<const Context> context);
-
-// The data-parallel ops' part (cuda_bucket_kernels.cpp): packing gradient
-// buckets and unpacking them, copies on the compute stream. The collectives
-// themselves are the executor's, through its communicator (NCCL).
-bool bucket_has_kernel(const Graph& graph, const Node& node);
-Result<std::unique_ptr<Kernel>> make_bucket_kernel(const Graph& graph, const Node& node,
-                                                   std::shared_ptr<const Context> context);
 
 }  // namespace memfit::cuda

@@ -1,7 +1,8 @@
-// The cuda backend's normalization kernels (cuda_norm_kernels.h): the shapes and
-// attributes of a node fixed into a LaunchKernel over cuda_norm.cu's
-// launchers, with the workspace their two-stage sums take.
-#include "backends/cuda/cuda_norm_kernels.h"
+// The cuda backend's normalization kernels: batch_norm, batch_norm_inference,
+// layer_norm and their gradients. The shapes and attributes of a node fixed
+// into a LaunchKernel over cuda_norm.cu's launchers, with the workspace their
+// two-stage sums take.
+#include "backends/cuda/cuda_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 
@@ -22,8 +23,6 @@ ChannelShape channel_shape(const Shape& x) {
   return v;
 }
 
-}  // namespace
-
 bool norm_has_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::batch_norm:
@@ -32,7 +31,7 @@ bool norm_has_kernel(const Graph& graph, const Node& node) {
     case OpKind::batch_norm_inference_grad:
     case OpKind::layer_norm:
     case OpKind::layer_norm_grad:
-      return all_f32(graph, node);
+      return has_op_dtypes(graph, node);
     default:
       return false;
   }
@@ -103,6 +102,15 @@ Result<std::unique_ptr<Kernel>> make_norm_kernel(const Graph& graph, const Node&
   }
   return launch_kernel(std::move(context), std::move(launch), workspace);
 }
+
+}  // namespace
+
+MEMFIT_CUDA_KERNEL(batch_norm, norm_has_kernel, make_norm_kernel)
+MEMFIT_CUDA_KERNEL(batch_norm_grad, norm_has_kernel, make_norm_kernel)
+MEMFIT_CUDA_KERNEL(batch_norm_inference, norm_has_kernel, make_norm_kernel)
+MEMFIT_CUDA_KERNEL(batch_norm_inference_grad, norm_has_kernel, make_norm_kernel)
+MEMFIT_CUDA_KERNEL(layer_norm, norm_has_kernel, make_norm_kernel)
+MEMFIT_CUDA_KERNEL(layer_norm_grad, norm_has_kernel, make_norm_kernel)
 
 }  // namespace memfit::cuda
 

@@ -1,8 +1,9 @@
-// The cuda backend's kernels of the sequence ops (cuda_sequence_kernels.h): shapes
-// and attributes are fixed when a kernel is made; run() only launches
+// The cuda backend's kernels of the sequence ops: lstm_cell, lstm_cell_grad,
+// attention and attention_grad, f32 (the key mask i32) in the plain layout.
+// Shapes and attributes are fixed when a kernel is made; run() only launches
 // (cuda_sequence_launchers.h). attention and attention_grad take one double per
 // query row of workspace: the rows' log-sum-exp, or do_i . o_i.
-#include "backends/cuda/cuda_sequence_kernels.h"
+#include "backends/cuda/cuda_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 
@@ -44,16 +45,15 @@ int key_mask_input(const Node& node) {
   return node.inputs.size() > at ? static_cast<int>(at) : -1;
 }
 
-}  // namespace
-
+// Whether `node` is one of the sequence ops with a kernel here.
 bool sequence_has_kernel(const Graph& graph, const Node& node) {
   switch (node.op) {
     case OpKind::lstm_cell:
     case OpKind::lstm_cell_grad:
-      return plain(graph, node) && all_f32(graph, node);
+      return plain(graph, node) && has_op_dtypes(graph, node);
     case OpKind::attention:
     case OpKind::attention_grad:
-      return plain(graph, node) && all_f32(graph, node, key_mask_input(node)) &&
+      return plain(graph, node) && has_op_dtypes(graph, node) &&
              attention_fits(attention_shape(graph, node));
     default:
       return false;
@@ -115,6 +115,13 @@ Result<std::unique_ptr<Kernel>> make_sequence_kernel(const Graph& graph, const N
   }
   return launch_kernel(std::move(context), std::move(launch), workspace);
 }
+
+}  // namespace
+
+MEMFIT_CUDA_KERNEL(lstm_cell, sequence_has_kernel, make_sequence_kernel)
+MEMFIT_CUDA_KERNEL(lstm_cell_grad, sequence_has_kernel, make_sequence_kernel)
+MEMFIT_CUDA_KERNEL(attention, sequence_has_kernel, make_sequence_kernel)
+MEMFIT_CUDA_KERNEL(attention_grad, sequence_has_kernel, make_sequence_kernel)
 
 }  // namespace memfit::cuda
 

@@ -1,9 +1,12 @@
 // The cuda backend's kernels of the data-movement and sequence ops
-// (cuda_shape_kernels.h). Each node's shapes become the launch's index arithmetic
+// (launching cuda_shape_launchers.h's kernels): transpose, broadcast_to,
+// slice, slice_grad, concat, split, pad, pad_grad, where, causal_mask,
+// upsample, upsample_grad, embedding, embedding_grad, on plain (row-major)
+// values. Each node's shapes become the launch's index arithmetic
 // when its kernel is made: neighbouring dimensions that both sides walk as
 // one are merged (a transpose of (B, T, H, D) to (B, H, T, D) copies
 // 3-D rows of D elements), so most copies need only a few dimensions.
-#include "backends/cuda/cuda_shape_kernels.h"
+#include "backends/cuda/cuda_kernels.h"
 
 #ifdef MEMFIT_HAVE_CUDA
 
@@ -190,8 +193,11 @@ UpsampleShape upsample_shape(const memfit::Shape& x, const UpsampleAttrs& attrs)
 
 constexpr int64_t k2To31 = int64_t{1} << 31;
 
-}  // namespace
-
+// Whether these kernels serve `node`: one of the ops above, every operand
+// plain, f32 (slice: f32 or i32; where's cond and embedding's ids i32), and
+// a shape the kernels take (at most kMaxDims dimensions once neighbouring
+// dimensions that move together are merged; embedding_grad: fewer than 2^31
+// ids and rows).
 bool shape_has_kernel(const Graph& graph, const Node& node) {
   if (!plain(graph, node)) return false;
   switch (node.op) {
@@ -201,40 +207,40 @@ bool shape_has_kernel(const Graph& graph, const Node& node) {
     case OpKind::causal_mask:
     case OpKind::upsample:
     case OpKind::upsample_grad:
-      return all_f32(graph, node);
+      return has_op_dtypes(graph, node);
     case OpKind::slice: {  // 4-byte elements copied as they are: f32 or i32
       const DType dtype = graph.value(node.inputs[0]).type.dtype;
       return (dtype == DType::f32 || dtype == DType::i32) &&
              graph.value(node.outputs[0]).type.dtype == dtype;
     }
     case OpKind::transpose:
-      return all_f32(graph, node) &&
+      return has_op_dtypes(graph, node) &&
              transpose_copy(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
                             std::get<PermAttrs>(node.attrs).perm)
                  .has_value();
     case OpKind::broadcast_to: {
       const memfit::Shape& y = shape_of(graph, node.outputs[0]);
-      return all_f32(graph, node) &&
+      return has_op_dtypes(graph, node) &&
              gather(y, broadcast_strides(shape_of(graph, node.inputs[0]), y), 0).has_value();
     }
     case OpKind::pad:
-      return all_f32(graph, node) &&
+      return has_op_dtypes(graph, node) &&
              pad_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
                        std::get<PadAttrs>(node.attrs))
                  .has_value();
     case OpKind::pad_grad:
-      return all_f32(graph, node) &&
+      return has_op_dtypes(graph, node) &&
              pad_grad_copy(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]),
                            std::get<PadAttrs>(node.attrs).before)
                  .has_value();
     case OpKind::where:
-      return all_f32(graph, node, 0) &&
+      return has_op_dtypes(graph, node) &&
              where_shape(shape_of(graph, node.inputs[0]), shape_of(graph, node.outputs[0]))
                  .has_value();
     case OpKind::embedding:
-      return all_f32(graph, node, 0);
+      return has_op_dtypes(graph, node);
     case OpKind::embedding_grad:
-      return all_f32(graph, node, 1) && graph.value(node.inputs[1]).elements() < k2To31 &&
+      return has_op_dtypes(graph, node) && graph.value(node.inputs[1]).elements() < k2To31 &&
              shape_of(graph, node.outputs[0])[0] < k2To31;
     default:
       return false;
@@ -379,6 +385,23 @@ Result<std::unique_ptr<Kernel>> make_shape_kernel(const Graph& graph, const Node
   }
   return launch_kernel(std::move(context), std::move(launch), workspace);
 }
+
+}  // namespace
+
+MEMFIT_CUDA_KERNEL(transpose, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(broadcast_to, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(slice, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(slice_grad, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(concat, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(split, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(pad, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(pad_grad, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(where, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(causal_mask, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(upsample, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(upsample_grad, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(embedding, shape_has_kernel, make_shape_kernel)
+MEMFIT_CUDA_KERNEL(embedding_grad, shape_has_kernel, make_shape_kernel)
 
 }  // namespace memfit::cuda
 

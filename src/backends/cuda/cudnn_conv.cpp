@@ -342,6 +342,8 @@ bool conv_has_kernel(const Graph& graph, const Node& node) {
   return true;
 }
 
+namespace {
+
 Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node& node,
                                                  std::shared_ptr<const Context> context) {
   const bool transposed =
@@ -359,6 +361,19 @@ Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node&
   return std::unique_ptr<Kernel>(std::move(kernel));
 }
 
+}  // namespace
+
+MEMFIT_CUDA_KERNEL(conv2d, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv2d_relu, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv2d_add, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv2d_grad_input, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv2d_grad_weight, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv3d, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv3d_grad_input, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv3d_grad_weight, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv_transpose2d, conv_has_kernel, make_conv_kernel)
+MEMFIT_CUDA_KERNEL(conv_transpose3d, conv_has_kernel, make_conv_kernel)
+
 }  // namespace memfit::cuda
 
 #endif  // MEMFIT_HAVE_CUDA
@@ -368,10 +383,6 @@ Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph& graph, const Node&
 namespace memfit::cuda {
 
 bool conv_has_kernel(const Graph&, const Node&) { return false; }
-Result<std::unique_ptr<Kernel>> make_conv_kernel(const Graph&, const Node&,
-                                                 std::shared_ptr<const Context>) {
-  return Status::error("this memfit was built without CUDA");
-}
 
 }  // namespace memfit::cuda
 

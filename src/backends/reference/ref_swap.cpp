@@ -1,22 +1,29 @@
 // The copy ops of swapping (src/ops/ops_swap.cpp), which the executor runs on
-// its copy stream, and the packing of the all-reduce's buckets
-// (src/ops/ops_comm.cpp): the kernels only move bytes.
+// its copy stream, reorder (plain to plain, the only layouts this backend
+// reads), and the packing of the all-reduce's buckets (src/ops/ops_comm.cpp):
+// the kernels only move bytes.
 #include <algorithm>
 #include <cstring>
 
 #include "backends/reference/ref_ops.h"
 
 namespace memfit {
+namespace {
 
-void ref_copy(const RefCall& call) {
+void copy(const RefCall& call) {
   const size_t bytes =
       static_cast<size_t>(num_elements(call.in[0].shape)) * dtype_size(call.in[0].dtype);
   std::memcpy(call.args.outputs[0], call.args.inputs[0], bytes);
 }
 
+}  // namespace
+
+void ref_to_host(const RefCall& call) { copy(call); }
+void ref_to_device(const RefCall& call) { copy(call); }
+void ref_reorder(const RefCall& call) { copy(call); }
+
 // The wait itself is the executor's (it waits for the copy's event); no data moves.
 void ref_swap_wait(const RefCall&) {}
-
 
 // The buckets of data parallelism (src/ops/ops_comm.cpp): tensor i at its
 // offsets, its bytes as laid out (padding included), zeros after the last
@@ -51,13 +58,15 @@ void unpack(const RefCall& call, const float* from) {
 
 }  // namespace
 
-void ref_bucket_pack(const RefCall& call) {
+void ref_all_reduce_start(const RefCall& call) {
   pack_range(call, 0, bucket_of(call).size, static_cast<float*>(call.args.outputs[0]));
 }
+void ref_reduce_scatter_start(const RefCall& call) { ref_all_reduce_start(call); }
 
-void ref_bucket_unpack(const RefCall& call) {
+void ref_all_reduce_wait(const RefCall& call) {
   unpack(call, static_cast<const float*>(call.args.inputs[0]));
 }
+void ref_all_gather_wait(const RefCall& call) { ref_all_reduce_wait(call); }
 
 void ref_reduce_scatter_wait(const RefCall& call) {
   // The collective left this rank's block of the sum at the bucket's start.
