@@ -119,17 +119,18 @@ std::string zip_problem(int code) {
 Status check_length(const NpyHeader& header, uint64_t bytes, const std::string& where) {
   const uint64_t expected = header.data_offset + header.data_bytes;
   if (bytes == expected) return Status::ok();
-  return Status::error(format(
-      "%s: the header declares %s %s (%llu bytes of data) but %llu bytes follow it%s",
-      where.c_str(), shape_string(header.shape).c_str(), std::string(npy_name(header.type)).c_str(),
-      static_cast<unsigned long long>(header.data_bytes),
-      static_cast<unsigned long long>(bytes - header.data_offset),
-      bytes < expected ? " (truncated)" : ""));
+  return Status::error(
+      format("%s: the header declares %s %s (%llu bytes of data) but %llu bytes follow it%s",
+             where.c_str(), npy_shape_string(header.shape).c_str(),
+             std::string(npy_name(header.type)).c_str(),
+             static_cast<unsigned long long>(header.data_bytes),
+             static_cast<unsigned long long>(bytes - header.data_offset),
+             bytes < expected ? " (truncated)" : ""));
 }
 
 // An array in place: in `bytes` (its whole member, or the .npy file).
-Result<NpyArray> array_in(std::span<const uint8_t> bytes, std::string name, const std::string& where,
-                          bool mapped) {
+Result<NpyArray> array_in(std::span<const uint8_t> bytes, std::string name,
+                          const std::string& where, bool mapped) {
   MEMFIT_ASSIGN_OR_RETURN(const NpyHeader header, parse_npy_header(bytes, where));
   MEMFIT_RETURN_IF_ERROR(check_length(header, bytes.size(), where));
   NpyArray array;
@@ -154,7 +155,8 @@ Result<ArrayFile> ArrayFile::open(const std::string& path) {
   MEMFIT_ASSIGN_OR_RETURN(result.file_, MappedFile::open(path, "array file"));
   const std::span<const uint8_t> bytes = result.file_.bytes();
   const auto starts = [&](std::string_view magic) {
-    return bytes.size() >= magic.size() && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+    return bytes.size() >= magic.size() &&
+           std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
   };
   if (starts(kNpyMagic)) {
     MEMFIT_ASSIGN_OR_RETURN(NpyArray array, array_in(bytes, "", "array file " + path, true));
@@ -170,7 +172,8 @@ Result<ArrayFile> ArrayFile::open(const std::string& path) {
   result.npz_ = true;
   int code = 0;
   std::unique_ptr<zip_t, ZipCloser> zip(zip_open(path.c_str(), ZIP_RDONLY, &code));
-  if (zip == nullptr) return Status::error(damaged_zip(path, "cannot read it as a zip: " + zip_problem(code)));
+  if (zip == nullptr)
+    return Status::error(damaged_zip(path, "cannot read it as a zip: " + zip_problem(code)));
   MEMFIT_ASSIGN_OR_RETURN(const auto offsets, local_header_offsets(bytes, path));
   const zip_int64_t members = zip_get_num_entries(zip.get(), 0);
   for (zip_int64_t m = 0; m < members; ++m) {
@@ -188,12 +191,15 @@ Result<ArrayFile> ArrayFile::open(const std::string& path) {
       if (local == offsets.end() || st.comp_size != st.size) {
         return Status::error(damaged_zip(path, "member " + member + " is not in the directory"));
       }
-      MEMFIT_ASSIGN_OR_RETURN(const uint64_t start, stored_data_offset(bytes, path, member, local->second));
+      MEMFIT_ASSIGN_OR_RETURN(const uint64_t start,
+                              stored_data_offset(bytes, path, member, local->second));
       if (start > bytes.size() || st.size > bytes.size() - start) {
-        return Status::error(damaged_zip(path, "member " + member + " reaches past the file's end"));
+        return Status::error(
+            damaged_zip(path, "member " + member + " reaches past the file's end"));
       }
       // parse_npy_header checks that the bytes found start with .npy's magic.
-      MEMFIT_ASSIGN_OR_RETURN(NpyArray array, array_in(bytes.subspan(start, st.size), name, where, true));
+      MEMFIT_ASSIGN_OR_RETURN(NpyArray array,
+                              array_in(bytes.subspan(start, st.size), name, where, true));
       result.arrays_.push_back(std::move(array));
       continue;
     }
@@ -201,26 +207,31 @@ Result<ArrayFile> ArrayFile::open(const std::string& path) {
     // shrinks by at most 1032:1, so a directory that claims more is damaged
     // (and cannot make memfit allocate without bound).
     if (st.size > st.comp_size * 1032 + 1024) {
-      return Status::error(damaged_zip(path, "member " + member + " claims more bytes than it can hold"));
+      return Status::error(
+          damaged_zip(path, "member " + member + " claims more bytes than it can hold"));
     }
-    std::unique_ptr<zip_file_t, ZipFileCloser> in(zip_fopen_index(zip.get(), static_cast<zip_uint64_t>(m), 0));
+    std::unique_ptr<zip_file_t, ZipFileCloser> in(
+        zip_fopen_index(zip.get(), static_cast<zip_uint64_t>(m), 0));
     if (in == nullptr) {
-      return Status::error(damaged_zip(path, "cannot read member " + member + ": " + zip_strerror(zip.get())));
+      return Status::error(
+          damaged_zip(path, "cannot read member " + member + ": " + zip_strerror(zip.get())));
     }
     std::vector<uint8_t> inflated(st.size);
     uint64_t got = 0;
     while (got < st.size) {
       const zip_int64_t n = zip_fread(in.get(), inflated.data() + got, st.size - got);
       if (n <= 0) {
-        return Status::error(damaged_zip(path, "cannot decompress member " + member + ": " +
-                                                   (n < 0 ? zip_file_strerror(in.get()) : "it ends early")));
+        return Status::error(
+            damaged_zip(path, "cannot decompress member " + member + ": " +
+                                  (n < 0 ? zip_file_strerror(in.get()) : "it ends early")));
       }
       got += static_cast<uint64_t>(n);
     }
     // libzip compares the member's CRC-32 when a read reaches its end.
     uint8_t past_end = 0;
     if (zip_fread(in.get(), &past_end, 1) != 0) {
-      return Status::error(damaged_zip(path, "member " + member + " fails its CRC-32 check or is longer than "
+      return Status::error(damaged_zip(path, "member " + member +
+                                                 " fails its CRC-32 check or is longer than "
                                                  "the directory says"));
     }
     result.inflated_.push_back(std::move(inflated));

@@ -24,20 +24,13 @@ constexpr uint64_t kChecksumLimit = uint64_t{1} << 30;
 struct InputSpec {
   std::string name = {};
   DType dtype = DType::f32;
-  Shape example;       // the input's shape less its batch dimension
-  int64_t below = 0;   // i32 inputs: values lie in [0, below)
+  Shape example;      // the input's shape less its batch dimension
+  int64_t below = 0;  // i32 inputs: values lie in [0, below)
   std::string bound = {};
 };
 
-// A shape as numpy prints it: (60000, 784), (60000,), ().
-std::string numpy_shape(const Shape& shape) {
-  std::string text = "(";
-  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
-  return text + (shape.size() == 1 ? ",)" : ")");
-}
-
 std::string describe(const NpyArray& array) {
-  return numpy_shape(array.header.shape) + " " + std::string(npy_name(array.header.type));
+  return npy_shape_string(array.header.shape) + " " + std::string(npy_name(array.header.type));
 }
 
 // "(N, 1, 28, 28) f32": an input as the model reads it, N the examples.
@@ -49,7 +42,8 @@ std::string describe(const InputSpec& in) {
 
 std::string input_list(const std::vector<InputSpec>& inputs) {
   std::string text;
-  for (const InputSpec& in : inputs) text += (text.empty() ? "" : ", ") + in.name + " " + describe(in);
+  for (const InputSpec& in : inputs)
+    text += (text.empty() ? "" : ", ") + in.name + " " + describe(in);
   return text;
 }
 
@@ -109,26 +103,29 @@ Result<ArraySet> open_set(const Model& model, const std::vector<InputSpec>& inpu
                            " reads " + describe(in) + ", N examples along the first dimension");
     }
     if (shape[0] == 0) {
-      return Status::error(where + " " + describe(array) + " holds no examples (its first dimension is 0)");
+      return Status::error(where + " " + describe(array) +
+                           " holds no examples (its first dimension is 0)");
     }
     if (!std::equal(shape.begin() + 1, shape.end(), in.example.begin(), in.example.end())) {
-      return Status::error(where + " is " + describe(array) + ", but model " + model.name + " reads " +
-                           describe(in) + ": one example must be " + numpy_shape(in.example) + ", not " +
-                           numpy_shape(Shape(shape.begin() + 1, shape.end())));
+      return Status::error(where + " is " + describe(array) + ", but model " + model.name +
+                           " reads " + describe(in) + ": one example must be " +
+                           npy_shape_string(in.example) + ", not " +
+                           npy_shape_string(Shape(shape.begin() + 1, shape.end())));
     }
     const bool is_float = npy_is_float(array.header.type);
     if (is_float != (in.dtype == DType::f32)) {
-      return Status::error(where + " is " + describe(array) + ", but model " + model.name + " reads " +
-                           describe(in) + ": " +
+      return Status::error(where + " is " + describe(array) + ", but model " + model.name +
+                           " reads " + describe(in) + ": " +
                            (is_float ? "save integers, e.g. array.astype('int64')"
                                      : "save floats, e.g. array.astype('float32')"));
     }
     if (i > 0 && shape[0] != set.count) {
-      return Status::error(format("%s: arrays '%s' %s and '%s' %s hold different numbers of examples "
-                                  "(%lld and %lld along their first dimension)",
-                                  file.c_str(), inputs[0].name.c_str(), describe(*set.arrays[0]).c_str(),
-                                  in.name.c_str(), describe(array).c_str(),
-                                  static_cast<long long>(set.count), static_cast<long long>(shape[0])));
+      return Status::error(
+          format("%s: arrays '%s' %s and '%s' %s hold different numbers of examples "
+                 "(%lld and %lld along their first dimension)",
+                 file.c_str(), inputs[0].name.c_str(), describe(*set.arrays[0]).c_str(),
+                 in.name.c_str(), describe(array).c_str(), static_cast<long long>(set.count),
+                 static_cast<long long>(shape[0])));
     }
     set.count = shape[0];
   }
@@ -140,18 +137,18 @@ Result<ArraySet> open_set(const Model& model, const std::vector<InputSpec>& inpu
     const NpyArray& array = *set.arrays[i];
     if (in.dtype != DType::i32) continue;
     const int64_t elements = num_elements(array.header.shape);
-    const NpyOutlier bad = npy_first_outside(array.header.type, array.data.data(), elements, in.below);
+    const NpyOutlier bad =
+        npy_first_outside(array.header.type, array.data.data(), elements, in.below);
     if (bad.index < 0) continue;
     const bool u8_past_int64 = array.header.type == NpyType::u8 && bad.value < 0;
     return Status::error(format(
-        "%s, array '%s' %s: value %s at flat position %lld (example %lld) is outside [0, %lld), the "
-        "%s of model %s",
+        "%s, array '%s' %s: value %s at flat position %lld (example %lld) is outside [0, %lld), %s",
         file.c_str(), in.name.c_str(), describe(array).c_str(),
         u8_past_int64 ? std::to_string(static_cast<uint64_t>(bad.value)).c_str()
                       : std::to_string(bad.value).c_str(),
         static_cast<long long>(bad.index),
         static_cast<long long>(bad.index / std::max<int64_t>(1, elements / set.count)),
-        static_cast<long long>(in.below), in.bound.c_str(), model.name.c_str()));
+        static_cast<long long>(in.below), in.bound.c_str()));
   }
   uint64_t bytes = 0;
   for (const NpyArray* array : set.arrays) bytes += array->data.size();
@@ -190,7 +187,8 @@ class ArraySource final : public DataSource {
   int64_t test_count() const override { return test_ ? test_->count : 0; }
 
   Status fill(bool test, std::span<const int64_t> examples, Batch& batch) const override {
-    if (test && !test_) return Status::error(description() + ": there is no validation set to read");
+    if (test && !test_)
+      return Status::error(description() + ": there is no validation set to read");
     const ArraySet& set = test ? *test_ : train_;
     for (Batch::Input& in : batch.inputs) {
       const auto spec = std::find_if(inputs_.begin(), inputs_.end(),
@@ -205,8 +203,9 @@ class ArraySource final : public DataSource {
       for (size_t k = 0; k < examples.size(); ++k) {
         const int64_t e = examples[k];
         if (e < 0 || e >= set.count) {
-          return Status::error(format("example %lld is not among the %lld of %s", static_cast<long long>(e),
-                                      static_cast<long long>(set.count), set.path.c_str()));
+          return Status::error(format("example %lld is not among the %lld of %s",
+                                      static_cast<long long>(e), static_cast<long long>(set.count),
+                                      set.path.c_str()));
         }
         const uint8_t* src = array.data.data() + e * in.per_example * size;
         const int64_t slot = static_cast<int64_t>(k) * in.per_example;
@@ -223,7 +222,8 @@ class ArraySource final : public DataSource {
  private:
   static std::string checksum(const ArraySet& set) {
     if (set.checksummed) return format("CRC-32 %08x", set.crc);
-    return format("%llu bytes, modified at %lld ns", static_cast<unsigned long long>(set.file.size()),
+    return format("%llu bytes, modified at %lld ns",
+                  static_cast<unsigned long long>(set.file.size()),
                   static_cast<long long>(set.file.mtime_ns()));
   }
 
@@ -234,7 +234,8 @@ class ArraySource final : public DataSource {
 
 }  // namespace
 
-Result<std::unique_ptr<DataSource>> array_file_source(const Model& model, const std::string& train_path,
+Result<std::unique_ptr<DataSource>> array_file_source(const Model& model,
+                                                      const std::string& train_path,
                                                       const std::string& test_path) {
   std::vector<InputSpec> inputs;
   const std::vector<IntegerInput> ranges = integer_inputs(model);

@@ -39,15 +39,19 @@ std::vector<IntegerInput> integer_inputs(const Model& model) {
     if (v.type.dtype != DType::i32) continue;
     if (in == model.labels && model.logits.valid()) {
       const int64_t classes = classes_of(model);
-      inputs.push_back({v.name, classes, std::to_string(classes) + " classes of the logits"});
+      inputs.push_back(
+          {v.name, classes,
+           "the " + std::to_string(classes) + " classes of model " + model.name + "'s logits"});
       continue;
     }
     std::vector<bool> from_data(model.graph.num_values(), false);
     from_data[in.idx()] = true;
     const int64_t rows = fewest_rows(model, std::move(from_data), kAnyI32);
     inputs.push_back({v.name, rows,
-                      rows == kAnyI32 ? "i32 range (no embedding table looks it up)"
-                                      : std::to_string(rows) + " rows of its embedding table"});
+                      rows == kAnyI32 ? "non-negative i32 values (no embedding table of model " +
+                                            model.name + " looks it up)"
+                                      : "the " + std::to_string(rows) + " rows of model " +
+                                            model.name + "'s embedding table"});
   }
   return inputs;
 }

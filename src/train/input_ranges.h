@@ -26,8 +26,8 @@ int64_t ids_below(const Model& model, int64_t classes);
 struct IntegerInput {
   std::string name = {};
   int64_t below = 0;
-  // What the bound is, for messages: "the 10 classes of the logits", "the
-  // 50257 rows of its embedding table".
+  // What the bound is, for messages: "the 10 classes of model lenet's
+  // logits", "the 50257 rows of model gpt's embedding table".
   std::string bound = {};
 };
 

@@ -18,8 +18,9 @@ Result<MappedFile> MappedFile::open(const std::string& path, const std::string& 
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string problem =
-        S_ISREG(st.st_mode) ? std::strerror(errno) : "not a regular file (a directory, a FIFO or a device)";
+    const std::string problem = S_ISREG(st.st_mode)
+                                    ? std::strerror(errno)
+                                    : "not a regular file (a directory, a FIFO or a device)";
     ::close(fd);
     return Status::error(what + " " + path + ": " + problem);
   }

@@ -72,8 +72,8 @@ class DictParser {
 
  private:
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t' ||
-                                   text_[pos_] == '\r')) {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\t' || text_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -169,10 +169,11 @@ Result<NpyType> type_of(const std::string& descr, const std::string& where) {
       if (code != t.code) continue;
       if (order == '<' || order == '|' || order == '=') return t.type;  // '=': native, little here
       if (order == '>') {
-        return Status::error(format(
-            "%s: big-endian %s ('%s'); memfit reads little-endian arrays: save "
-            "array.astype('<%s')",
-            where.c_str(), std::string(t.name).c_str(), descr.c_str(), std::string(t.code).c_str()));
+        return Status::error(
+            format("%s: big-endian %s ('%s'); memfit reads little-endian arrays: save "
+                   "array.astype('<%s')",
+                   where.c_str(), std::string(t.name).c_str(), descr.c_str(),
+                   std::string(t.code).c_str()));
       }
     }
     if (code == "b1") {
@@ -185,8 +186,9 @@ Result<NpyType> type_of(const std::string& descr, const std::string& where) {
                            std::string(kSupported));
     }
   }
-  return Status::error(where + ": element type '" + descr + "' is not one memfit reads; save the array as " +
-                       std::string(kSupported) + " (little-endian)");
+  return Status::error(where + ": element type '" + descr +
+                       "' is not one memfit reads; save the array as " + std::string(kSupported) +
+                       " (little-endian)");
 }
 
 template <class T>
@@ -206,16 +208,26 @@ void for_each_element(NpyType type, const uint8_t* src, int64_t count, F&& f) {
     }
   };
   switch (type) {
-    case NpyType::f4: return run(float{});
-    case NpyType::f8: return run(double{});
-    case NpyType::i1: return run(int8_t{});
-    case NpyType::u1: return run(uint8_t{});
-    case NpyType::i2: return run(int16_t{});
-    case NpyType::u2: return run(uint16_t{});
-    case NpyType::i4: return run(int32_t{});
-    case NpyType::u4: return run(uint32_t{});
-    case NpyType::i8: return run(int64_t{});
-    case NpyType::u8: return run(uint64_t{});
+    case NpyType::f4:
+      return run(float{});
+    case NpyType::f8:
+      return run(double{});
+    case NpyType::i1:
+      return run(int8_t{});
+    case NpyType::u1:
+      return run(uint8_t{});
+    case NpyType::i2:
+      return run(int16_t{});
+    case NpyType::u2:
+      return run(uint16_t{});
+    case NpyType::i4:
+      return run(int32_t{});
+    case NpyType::u4:
+      return run(uint32_t{});
+    case NpyType::i8:
+      return run(int64_t{});
+    case NpyType::u8:
+      return run(uint64_t{});
   }
 }
 
@@ -250,29 +262,40 @@ std::string_view npy_name(NpyType type) {
   return "?";
 }
 
+std::string npy_shape_string(const Shape& shape) {
+  std::string text = "(";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + std::to_string(shape[d]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
 Result<NpyHeader> parse_npy_header(std::span<const uint8_t> bytes, const std::string& where) {
   const auto starts = [&](std::string_view magic) {
-    return bytes.size() >= magic.size() && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
+    return bytes.size() >= magic.size() &&
+           std::memcmp(bytes.data(), magic.data(), magic.size()) == 0;
   };
   if (!starts(kNpyMagic)) {
-    return Status::error(where + ": not a .npy array (it does not start with numpy's magic "
-                                 "\\x93NUMPY); write it with numpy.save or numpy.savez");
+    return Status::error(where +
+                         ": not a .npy array (it does not start with numpy's magic "
+                         "\\x93NUMPY); write it with numpy.save or numpy.savez");
   }
   if (bytes.size() < 10) return Status::error(where + ": truncated inside the .npy header");
   const int major = bytes[6], minor = bytes[7];
   if (minor != 0 || major < 1 || major > 3) {
-    return Status::error(format("%s: .npy format version %d.%d; memfit reads versions 1.0, 2.0 and 3.0",
-                                where.c_str(), major, minor));
+    return Status::error(
+        format("%s: .npy format version %d.%d; memfit reads versions 1.0, 2.0 and 3.0",
+               where.c_str(), major, minor));
   }
   const size_t length_bytes = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + length_bytes) return Status::error(where + ": truncated inside the .npy header");
+  if (bytes.size() < 8 + length_bytes)
+    return Status::error(where + ": truncated inside the .npy header");
   const uint64_t header_length = read_le(bytes.data() + 8, length_bytes);
   const uint64_t data_offset = 8 + length_bytes + header_length;
   if (bytes.size() < data_offset) {
-    return Status::error(format("%s: truncated: the .npy header declares %llu bytes but the array "
-                                "holds %llu in all",
-                                where.c_str(), static_cast<unsigned long long>(data_offset),
-                                static_cast<unsigned long long>(bytes.size())));
+    return Status::error(
+        format("%s: truncated: the .npy header declares %llu bytes but the array "
+               "holds %llu in all",
+               where.c_str(), static_cast<unsigned long long>(data_offset),
+               static_cast<unsigned long long>(bytes.size())));
   }
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8 + length_bytes),
                               header_length);
@@ -304,15 +327,16 @@ Result<NpyHeader> parse_npy_header(std::span<const uint8_t> bytes, const std::st
   NpyHeader header;
   MEMFIT_ASSIGN_OR_RETURN(header.type, type_of(descr->text, where));
   if (fortran->flag) {
-    return Status::error(where + ": the array is stored in Fortran (column-major) order; save "
-                                 "numpy.ascontiguousarray(array) instead");
+    return Status::error(where +
+                         ": the array is stored in Fortran (column-major) order; save "
+                         "numpy.ascontiguousarray(array) instead");
   }
   header.shape = shape->numbers;
   uint64_t bytes_total = npy_size(header.type);
   for (const int64_t d : header.shape) {
     if (__builtin_mul_overflow(bytes_total, static_cast<uint64_t>(d), &bytes_total) ||
         bytes_total > (uint64_t{1} << 62)) {
-      return Status::error(where + ": the shape " + shape_string(header.shape) +
+      return Status::error(where + ": the shape " + npy_shape_string(header.shape) +
                            " declares more bytes than any file holds");
     }
   }

@@ -21,6 +21,8 @@ bool npy_is_float(NpyType type);
 size_t npy_size(NpyType type);
 // numpy's name: "float32", "int64", ...
 std::string_view npy_name(NpyType type);
+// A shape as numpy prints it: (60000, 784), (60000,), ().
+std::string npy_shape_string(const Shape& shape);
 
 inline constexpr std::string_view kNpyMagic = "\x93NUMPY";
 

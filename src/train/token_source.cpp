@@ -19,8 +19,8 @@ namespace memfit {
 namespace {
 
 // Streams of the window offsets' draws.
-constexpr uint64_t kTrainWindowStream = 0x544F4B454E53ull;     // "TOKENS"
-constexpr uint64_t kTestWindowStream = 0x544F4B454E56ull;      // "TOKENV"
+constexpr uint64_t kTrainWindowStream = 0x544F4B454E53ull;  // "TOKENS"
+constexpr uint64_t kTestWindowStream = 0x544F4B454E56ull;   // "TOKENV"
 
 // Files up to this size are checksummed for the identity (read once,
 // through a small buffer, at about 1 GB/s); larger ones stand for
@@ -38,34 +38,38 @@ struct TokenSet {
 // touched pages would count as the process's resident memory).
 Result<uint32_t> file_crc(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::error("cannot read token file " + path + ": " + std::strerror(errno));
+  if (f == nullptr)
+    return Status::error("cannot read token file " + path + ": " + std::strerror(errno));
   std::vector<uint8_t> buffer(size_t{1} << 20);
   uLong crc = crc32_z(0, nullptr, 0);
   size_t got = 0;
-  while ((got = std::fread(buffer.data(), 1, buffer.size(), f)) > 0) crc = crc32_z(crc, buffer.data(), got);
+  while ((got = std::fread(buffer.data(), 1, buffer.size(), f)) > 0)
+    crc = crc32_z(crc, buffer.data(), got);
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) return Status::error("cannot read token file " + path);
   return static_cast<uint32_t>(crc);
 }
 
-Result<TokenSet> open_set(const std::string& path, int element_bytes, int64_t window, int64_t limit) {
+Result<TokenSet> open_set(const std::string& path, int element_bytes, int64_t window,
+                          int64_t limit) {
   TokenSet set;
   MEMFIT_ASSIGN_OR_RETURN(set.file, MappedFile::open(path, "token file"));
   const uint64_t size = set.file.size();
   const char* type = element_bytes == 2 ? "uint16" : "uint32";
   if (size == 0) return Status::error("token file " + path + " is empty");
   if (size % static_cast<uint64_t>(element_bytes) != 0) {
-    return Status::error(format("token file %s holds %llu bytes, not a whole number of %d-byte (%s) "
-                                "token ids: was it written with another element size?",
-                                path.c_str(), static_cast<unsigned long long>(size), element_bytes, type));
+    return Status::error(
+        format("token file %s holds %llu bytes, not a whole number of %d-byte (%s) "
+               "token ids: was it written with another element size?",
+               path.c_str(), static_cast<unsigned long long>(size), element_bytes, type));
   }
   set.tokens = static_cast<int64_t>(size / static_cast<uint64_t>(element_bytes));
   if (set.tokens < window) {
-    return Status::error(format("token file %s holds %lld %s tokens, fewer than one window of %lld (the "
-                                "model's sequence length and the token after it)",
-                                path.c_str(), static_cast<long long>(set.tokens), type,
-                                static_cast<long long>(window)));
+    return Status::error(format(
+        "token file %s holds %lld %s tokens, fewer than one window of %lld (the "
+        "model's sequence length and the token after it)",
+        path.c_str(), static_cast<long long>(set.tokens), type, static_cast<long long>(window)));
   }
   set.count = set.tokens / window;
   if (limit > 0) set.count = std::min(set.count, limit);
@@ -82,10 +86,9 @@ Result<TokenSet> open_set(const std::string& path, int element_bytes, int64_t wi
 
 class TokenSource final : public DataSource {
  public:
-  TokenSource(std::string model, int64_t seq_len, int element_bytes, IntegerInput tokens,
-              IntegerInput labels, uint64_t seed, TokenSet train, std::optional<TokenSet> test)
-      : model_(std::move(model)),
-        seq_len_(seq_len),
+  TokenSource(int64_t seq_len, int element_bytes, IntegerInput tokens, IntegerInput labels,
+              uint64_t seed, TokenSet train, std::optional<TokenSet> test)
+      : seq_len_(seq_len),
         element_bytes_(element_bytes),
         tokens_(std::move(tokens)),
         labels_(std::move(labels)),
@@ -112,37 +115,41 @@ class TokenSource final : public DataSource {
   int64_t test_count() const override { return test_ ? test_->count : 0; }
 
   Status fill(bool test, std::span<const int64_t> examples, Batch& batch) const override {
-    if (test && !test_) return Status::error(description() + ": there is no validation set to read");
+    if (test && !test_)
+      return Status::error(description() + ": there is no validation set to read");
     const TokenSet& set = test ? *test_ : train_;
     Batch::Input* tokens = batch.find("tokens");
     Batch::Input* labels = batch.find("labels");
     if (tokens == nullptr || labels == nullptr || tokens->dtype != DType::i32 ||
         labels->dtype != DType::i32 || tokens->per_example != seq_len_ ||
         labels->per_example != seq_len_ || batch.inputs.size() != 2) {
-      return Status::error("the batch does not hold tokens and labels of " + std::to_string(seq_len_) +
-                           " positions each, which " + description() + " fills");
+      return Status::error("the batch does not hold tokens and labels of " +
+                           std::to_string(seq_len_) + " positions each, which " + description() +
+                           " fills");
     }
     const int64_t positions = set.tokens - seq_len_;
     for (size_t k = 0; k < examples.size(); ++k) {
       const int64_t e = examples[k];
       if (e < 0 || e >= set.count) {
-        return Status::error(format("example %lld is not among the %lld of %s", static_cast<long long>(e),
-                                    static_cast<long long>(set.count), set.file.path().c_str()));
+        return Status::error(format("example %lld is not among the %lld of %s",
+                                    static_cast<long long>(e), static_cast<long long>(set.count),
+                                    set.file.path().c_str()));
       }
       const int64_t offset = token_window_offset(seed_, test, e, positions);
       const int64_t slot = static_cast<int64_t>(k) * seq_len_;
       for (int64_t p = 0; p <= seq_len_; ++p) {
         const uint64_t id = token_at(set, offset + p);
         // Position p is an input for p < seq_len and a label for p > 0.
-        for (const IntegerInput* range : {p < seq_len_ ? &tokens_ : nullptr, p > 0 ? &labels_ : nullptr}) {
+        for (const IntegerInput* range :
+             {p < seq_len_ ? &tokens_ : nullptr, p > 0 ? &labels_ : nullptr}) {
           if (range != nullptr && id >= static_cast<uint64_t>(range->below)) {
             return Status::error(format(
                 "token file %s: token id %llu at position %lld (element index in the file) is not "
-                "below %lld, the %s of model %s; write ids below it, or read the file with the "
+                "below %lld, %s; write ids below it, or read the file with the "
                 "element size it was written with (uint16 or uint32)",
                 set.file.path().c_str(), static_cast<unsigned long long>(id),
                 static_cast<long long>(offset + p), static_cast<long long>(range->below),
-                range->bound.c_str(), model_.c_str()));
+                range->bound.c_str()));
           }
         }
         if (p < seq_len_) tokens->i32[static_cast<size_t>(slot + p)] = static_cast<int32_t>(id);
@@ -165,7 +172,6 @@ class TokenSource final : public DataSource {
     return v;
   }
 
-  std::string model_;
   int64_t seq_len_;
   int element_bytes_;
   IntegerInput tokens_, labels_;
@@ -182,12 +188,15 @@ int64_t token_window_offset(uint64_t seed, bool test, int64_t example, int64_t p
   const uint64_t draw = static_cast<uint64_t>(block[0]) | static_cast<uint64_t>(block[1]) << 32;
   // The high word of draw * positions: uniform up to a bias below
   // positions / 2^64, which no file reaches in practice.
-  return static_cast<int64_t>((static_cast<unsigned __int128>(draw) * static_cast<uint64_t>(positions)) >> 64);
+  return static_cast<int64_t>(
+      (static_cast<unsigned __int128>(draw) * static_cast<uint64_t>(positions)) >> 64);
 }
 
-Result<std::unique_ptr<DataSource>> token_file_source(const Model& model, const std::string& train_path,
-                                                      const std::string& test_path, int element_bytes,
-                                                      int64_t limit, uint64_t seed) {
+Result<std::unique_ptr<DataSource>> token_file_source(const Model& model,
+                                                      const std::string& train_path,
+                                                      const std::string& test_path,
+                                                      int element_bytes, int64_t limit,
+                                                      uint64_t seed) {
   if (element_bytes != 2 && element_bytes != 4) {
     return Status::error("token files hold uint16 or uint32 ids (2 or 4 bytes each), not " +
                          std::to_string(element_bytes) + "-byte ones");
@@ -208,9 +217,10 @@ Result<std::unique_ptr<DataSource>> token_file_source(const Model& model, const 
   };
   if (model.inputs.size() != 2 || !sequence(tokens) || !sequence(labels) ||
       tokens->type.shape != labels->type.shape || labels->name != "labels") {
-    return Status::error("token files feed models whose data inputs are tokens and labels, both "
-                         "(batch, seq_len) i32 (such as gpt and lstm-lm); model " + model.name +
-                         " reads " + reads);
+    return Status::error(
+        "token files feed models whose data inputs are tokens and labels, both "
+        "(batch, seq_len) i32 (such as gpt and lstm-lm); model " +
+        model.name + " reads " + reads);
   }
   const int64_t seq_len = tokens->type.shape[1];
   IntegerInput token_range, label_range;
@@ -221,11 +231,12 @@ Result<std::unique_ptr<DataSource>> token_file_source(const Model& model, const 
   MEMFIT_ASSIGN_OR_RETURN(TokenSet train, open_set(train_path, element_bytes, seq_len + 1, limit));
   std::optional<TokenSet> test;
   if (!test_path.empty()) {
-    MEMFIT_ASSIGN_OR_RETURN(TokenSet validation, open_set(test_path, element_bytes, seq_len + 1, limit));
+    MEMFIT_ASSIGN_OR_RETURN(TokenSet validation,
+                            open_set(test_path, element_bytes, seq_len + 1, limit));
     test = std::move(validation);
   }
   return std::unique_ptr<DataSource>(std::make_unique<TokenSource>(
-      model.name, seq_len, element_bytes, std::move(token_range), std::move(label_range), seed,
+      seq_len, element_bytes, std::move(token_range), std::move(label_range), seed,
       std::move(train), std::move(test)));
 }
 
