@@ -53,7 +53,7 @@ Result<std::map<std::string, uint64_t>> local_header_offsets(std::span<const uin
   if ((entries == 0xFFFF || directory == 0xFFFFFFFF) && *end >= 20 &&
       le(zip, *end - 20, 4) == kZip64EndLocator) {
     const uint64_t end64 = le(zip, *end - 20 + 8, 8);
-    if (end64 > size - 56 || le(zip, end64, 4) != kZip64EndOfCentral) {
+    if (size < 56 || end64 > size - 56 || le(zip, end64, 4) != kZip64EndOfCentral) {
       return Status::error(damaged_zip(path, "a bad zip64 end of central directory record"));
     }
     entries = le(zip, end64 + 32, 8);
@@ -62,7 +62,7 @@ Result<std::map<std::string, uint64_t>> local_header_offsets(std::span<const uin
   std::map<std::string, uint64_t> offsets;
   uint64_t at = directory;
   for (uint64_t e = 0; e < entries; ++e) {
-    if (at > size - 46 || le(zip, at, 4) != kCentralHeader) {
+    if (size < 46 || at > size - 46 || le(zip, at, 4) != kCentralHeader) {
       return Status::error(damaged_zip(path, "a bad central directory entry"));
     }
     const uint64_t name_length = le(zip, at + 28, 2);
@@ -79,6 +79,9 @@ Result<std::map<std::string, uint64_t>> local_header_offsets(std::span<const uin
       const uint64_t fields_end = field + extra_length;
       while (field + 4 <= fields_end) {
         const uint64_t id = le(zip, field, 2), length = le(zip, field + 2, 2);
+        if (field + 4 + length > fields_end) {
+          return Status::error(damaged_zip(path, "a bad extra field of member " + name));
+        }
         if (id == 0x0001) {
           uint64_t slot = field + 4;
           if (le(zip, at + 24, 4) == 0xFFFFFFFF) slot += 8;
@@ -101,7 +104,7 @@ Result<std::map<std::string, uint64_t>> local_header_offsets(std::span<const uin
 // extra field may differ in length from the central directory's).
 Result<uint64_t> stored_data_offset(std::span<const uint8_t> zip, const std::string& path,
                                     const std::string& name, uint64_t local) {
-  if (local > zip.size() - 30 || le(zip, local, 4) != kLocalHeader) {
+  if (zip.size() < 30 || local > zip.size() - 30 || le(zip, local, 4) != kLocalHeader) {
     return Status::error(damaged_zip(path, "no local header of member " + name));
   }
   return local + 30 + le(zip, local + 26, 2) + le(zip, local + 28, 2);

@@ -17,10 +17,10 @@ Result<MappedFile> MappedFile::open(const std::string& path, const std::string& 
     return Status::error("cannot open " + what + " " + path + ": " + std::strerror(errno));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const std::string problem = S_ISREG(st.st_mode)
-                                    ? std::strerror(errno)
-                                    : "not a regular file (a directory, a FIFO or a device)";
+  const bool stated = ::fstat(fd, &st) == 0;
+  if (!stated || !S_ISREG(st.st_mode)) {
+    const std::string problem =
+        stated ? "not a regular file (a directory, a FIFO or a device)" : std::strerror(errno);
     ::close(fd);
     return Status::error(what + " " + path + ": " + problem);
   }
