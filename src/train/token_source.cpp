@@ -1,13 +1,18 @@
 // The DataSource of flat token files (token_file_source in data_source.h).
 // The files may be far larger than memory: they are mapped read-only with
-// MADV_RANDOM, a window is read only when filled, and nothing is copied or
-// scanned whole (so a token id past the vocabulary is found by fill).
+// MADV_RANDOM, a window is read only when filled, and nothing is copied.
+// Ids are checked in the windows filled, not at open (so a token id past the
+// vocabulary is an error of fill); opening reads a file whole only for the
+// identity's checksum, up to kChecksumLimit, through a small buffer.
 #include <zlib.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "core/random.h"
 #include "core/text.h"
