@@ -193,7 +193,7 @@ TEST(FashionMnist, TrainingRefusesATestSetEvaluationWouldNotCover) {
                   dir.path() / "train-labels-idx1-ubyte.gz", fs::copy_options::overwrite_existing);
     write_split(dir.path(), tests, 28, 28, std::vector<uint8_t>(tests, 1));
     TrainOptions options;
-    options.data_dir = dir.path().string();
+    options.data_path = dir.path().string();
     options.step.model = {.name = "lenet", .batch = 1};
     options.epochs = 1;
     options.limit = limit;

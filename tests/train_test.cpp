@@ -369,7 +369,7 @@ TEST(Train, RejectsBadOptions) {
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.message().find("unknown model"), std::string::npos);
   o = small_run("lenet");
-  o.data_dir = "/nonexistent/dir";
+  o.data_path = "/nonexistent/dir";
   auto missing = train(o, quiet);
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.message().find("dataset-fashion-mnist"), std::string::npos);

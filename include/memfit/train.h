@@ -46,7 +46,16 @@ struct TrainOptions {
   float min_lr = 0;          // the floor cosine and linear decay end at (<= the learning rate)
   uint64_t seed = 1;
   bool synthetic = false;   // a synthetic data set made for the model, not Fashion-MNIST
-  std::string data_dir;     // empty: Debian's /usr/share/datasets/fashion-mnist
+  // --data: a directory of Fashion-MNIST's files (empty: Debian's
+  // /usr/share/datasets/fashion-mnist), or a file of the model's inputs as
+  // numpy arrays (.npz of arrays named as the inputs, or .npy).
+  std::string data_path;
+  std::string val_data_path;  // --val-data: validation arrays for --data FILE; empty: none
+  // --tokens: a flat file of token ids (token_bytes each, little-endian); each
+  // example is a window of seq_len + 1 of them at a seeded random offset.
+  std::string tokens_path;
+  std::string val_tokens_path;  // --val-tokens: validation token file; empty: none
+  int64_t token_bytes = 2;      // 2: uint16 ids, 4: uint32
   std::string save_path;    // checkpoint written after every epoch; empty: none
   std::string resume_path;  // checkpoint to continue from; empty: start afresh
   std::string save_onnx_path;  // the ONNX model (step.model.onnx) with the trained weights,

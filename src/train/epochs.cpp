@@ -103,9 +103,10 @@ Status end_epoch(Trainer& trainer, const DataSource& data, const TrainOptions& o
     MEMFIT_ASSIGN_OR_RETURN(const Trainer::Evaluation evaluation, trainer.evaluate(data));
     report.test_accuracy.push_back(evaluation.accuracy);
     report.test_loss.push_back(evaluation.loss);
+    const int64_t eval_batch = trainer.program().eval_batch();
     log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples), validation loss %.4f%s",
                static_cast<long long>(epoch + 1), 100.0 * evaluation.accuracy,
-               static_cast<long long>(data.test_count()), evaluation.loss,
+               static_cast<long long>(data.test_count() / eval_batch * eval_batch), evaluation.loss,
                trainer.program().loss_in_nats() ? " nats" : ""));
   } else {
     log(format("epoch %lld done (no validation data)", static_cast<long long>(epoch + 1)));

@@ -25,7 +25,9 @@ Result<TrainReport> train(const TrainOptions& given, const LogFn& log_line) {
   MEMFIT_ASSIGN_OR_RETURN(const auto data, open_data(options, program));
   MEMFIT_RETURN_IF_ERROR(check_holds_a_step(options, *data));
   MEMFIT_RETURN_IF_ERROR(trainer->ranks().check_same_settings(options, program, *data));
-  MEMFIT_RETURN_IF_ERROR(check_test_set(*data, eval_batch, program.eval_batch()));
+  const DataOrigin origin = data_origin(options);
+  const bool whole = origin == DataOrigin::fashion_mnist || origin == DataOrigin::synthetic;
+  MEMFIT_RETURN_IF_ERROR(check_test_set(*data, eval_batch, program.eval_batch(), whole));
   log_run_setup(options, program, *data, trainer->ranks(), eval_batch, log);
   const RunSettings run = run_settings_of(options, *data);
   MEMFIT_ASSIGN_OR_RETURN(const int64_t first_epoch, start_run(*trainer, options, run, log));

@@ -1,6 +1,7 @@
 #include "train/train_checks.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include "core/output_path.h"
@@ -10,8 +11,35 @@
 namespace memfit {
 namespace {
 
+// The data flags together: one source of examples, validation files only
+// beside their training files.
+Status check_data_flags(const TrainOptions& o) {
+  const DataOrigin origin = data_origin(o);
+  if (!o.tokens_path.empty() && (o.synthetic || !o.data_path.empty())) {
+    return Status::error(std::string("--tokens and ") + (o.synthetic ? "--synthetic" : "--data") +
+                         " both give the training examples: give one");
+  }
+  if (o.synthetic && !o.data_path.empty()) {
+    return Status::error("--synthetic and --data both give the training examples: give one");
+  }
+  if (!o.val_data_path.empty() && origin != DataOrigin::arrays) {
+    return Status::error("--val-data goes with --data FILE (.npz or .npy): the validation arrays of "
+                         "a training file");
+  }
+  if (!o.val_tokens_path.empty() && origin != DataOrigin::tokens) {
+    return Status::error("--val-tokens goes with --tokens FILE: the validation tokens of a training "
+                         "token file");
+  }
+  if (o.token_bytes != 2 && o.token_bytes != 4) {
+    return Status::error("token ids are uint16 or uint32 (2 or 4 bytes), not " +
+                         std::to_string(o.token_bytes) + " bytes");
+  }
+  return Status::ok();
+}
+
 Status check_options(const TrainOptions& o) {
   MEMFIT_RETURN_IF_ERROR(check_step_spec(o.step));
+  MEMFIT_RETURN_IF_ERROR(check_data_flags(o));
   if (o.epochs < 1) return Status::error("--epochs must be at least 1");
   if (o.log_every < 1) return Status::error("the progress interval must be at least 1");
   if (o.stop_after < 0) return Status::error("--stop-after must not be negative");
@@ -66,12 +94,14 @@ Result<TrainOptions> checked_options(const TrainOptions& given, int64_t ranks) {
                          " ranks, but the run has " + std::to_string(ranks));
   }
   MEMFIT_RETURN_IF_ERROR(check_options(options));
-  if (!options.synthetic) MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.step.model));
+  if (data_origin(options) == DataOrigin::fashion_mnist) {
+    MEMFIT_RETURN_IF_ERROR(check_fits_fashion_mnist(options.step.model));
+  }
   return options;
 }
 
 Result<int64_t> eval_batch_of(const TrainOptions& options) {
-  if (options.synthetic) return options.step.model.batch;
+  if (data_origin(options) != DataOrigin::fashion_mnist) return options.step.model.batch;
   const int64_t test_count = options.limit > 0 ? std::min<int64_t>(options.limit, 10000) : 10000;
   const int64_t eval_batch = std::min<int64_t>(test_count, 1000);
   if (test_count % eval_batch != 0) {
@@ -79,6 +109,21 @@ Result<int64_t> eval_batch_of(const TrainOptions& options) {
         "--limit must leave a test set that is a multiple of 1000 or at most 1000");
   }
   return eval_batch;
+}
+
+DataOrigin data_origin(const TrainOptions& options) {
+  if (!options.tokens_path.empty()) return DataOrigin::tokens;
+  if (options.synthetic) return DataOrigin::synthetic;
+  const std::string& path = options.data_path;
+  const auto ends_with = [&](std::string_view tail) {
+    return path.size() >= tail.size() && path.compare(path.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  std::error_code error;
+  if (!path.empty() && (ends_with(".npz") || ends_with(".npy") ||
+                        std::filesystem::is_regular_file(path, error))) {
+    return DataOrigin::arrays;
+  }
+  return DataOrigin::fashion_mnist;
 }
 
 }  // namespace memfit

@@ -15,9 +15,16 @@ namespace memfit {
 // Fashion-MNIST without --synthetic.
 Result<TrainOptions> checked_options(const TrainOptions& given, int64_t ranks);
 
-// The evaluation batch: the training batch on synthetic data; for
+// The evaluation batch: the training batch on synthetic data and data
+// files; for
 // Fashion-MNIST up to 1000 test images at a time (the test set, limited, must
 // be a multiple).
 Result<int64_t> eval_batch_of(const TrainOptions& options);
+
+// Where a run's examples come from.
+enum class DataOrigin { fashion_mnist, synthetic, arrays, tokens };
+// --tokens; --synthetic; --data naming a file (or a path ending in .npz or
+// .npy); else Fashion-MNIST's directory.
+DataOrigin data_origin(const TrainOptions& options);
 
 }  // namespace memfit

@@ -10,7 +10,8 @@
 
 namespace memfit {
 
-// Fashion-MNIST (options.data_dir, its first options.limit examples), or a
+// The user's array or token files, Fashion-MNIST (options.data_path, its
+// first options.limit examples), or a
 // synthetic data set shaped for the program's model.
 Result<std::unique_ptr<DataSource>> open_data(const TrainOptions& options,
                                               const TrainingProgram& program);
@@ -22,6 +23,9 @@ Status check_holds_a_step(const TrainOptions& options, const DataSource& data);
 // Evaluation reads whole batches of the test set: an error when it is empty
 // or would leave examples out. `eval_batch` is the batch asked for
 // (eval_batch_of), `program_batch` the one the budget allowed (a divisor of it).
-Status check_test_set(const DataSource& data, int64_t eval_batch, int64_t program_batch);
+// With `whole` false (the user's data files) an empty test set means no
+// evaluation, and evaluation reads the whole batches of it, leaving the rest out.
+Status check_test_set(const DataSource& data, int64_t eval_batch, int64_t program_batch,
+                      bool whole);
 
 }  // namespace memfit

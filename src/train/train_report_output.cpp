@@ -5,6 +5,7 @@
 
 #include "core/text.h"
 #include "memfit/train.h"
+#include "train/train_checks.h"
 
 namespace memfit {
 namespace {
@@ -33,7 +34,8 @@ std::string train_report_json(const TrainOptions& options, const TrainReport& re
   out += "  \"backend\": " + json_string(std::string(name_of(spec.backend))) + ",\n";
   out += format("  \"epochs\": %lld,\n  \"seed\": %llu,\n", static_cast<long long>(options.epochs),
                 static_cast<unsigned long long>(options.seed));
-  out += "  \"data\": " + json_string(options.synthetic ? "synthetic" : "fashion-mnist") + ",\n";
+  static constexpr const char* kOrigins[] = {"fashion-mnist", "synthetic", "arrays", "tokens"};
+  out += "  \"data\": " + json_string(kOrigins[static_cast<int>(data_origin(options))]) + ",\n";
   // %.9g: every float loss reads back as the same float.
   out += "  \"losses\": " + json_numbers(report.losses, "%.9g") + ",\n";
   out += "  \"test_accuracy\": " + json_numbers(report.test_accuracy, "%.17g") + ",\n";

@@ -352,10 +352,30 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
       ->capture_default_str();
   cmd->add_flag("--synthetic", train.synthetic,
                 "train on a synthetic data set made for the model's input (any model)");
-  cmd->add_option("--data", train.data_dir,
-                  "directory of the Fashion-MNIST .gz files (default: "
+  cmd->add_option("--data", train.data_path,
+                  "the training examples: a .npz of numpy arrays named as the model's inputs "
+                  "(memfit models; e.g. images and labels), first dimension the examples, or "
+                  "a directory of the Fashion-MNIST .gz files (default: "
                   "/usr/share/datasets/fashion-mnist)")
       ->check(kPath);
+  cmd->add_option("--val-data", train.val_data_path,
+                  "--data FILE: validation examples in the same form, evaluated after every "
+                  "epoch (none: no evaluation)")
+      ->check(kPath);
+  cmd->add_option("--tokens", train.tokens_path,
+                  "the training examples of a sequence model: a flat file of token ids; each "
+                  "example is a window of --seq-len + 1 tokens at a seeded random offset, an "
+                  "epoch the file's length over the window")
+      ->check(kPath);
+  cmd->add_option("--val-tokens", train.val_tokens_path,
+                  "--tokens FILE: validation tokens, evaluated after every epoch (none: no "
+                  "evaluation)")
+      ->check(kPath);
+  cmd->add_option_function<std::string>(
+         "--token-dtype",
+         [&train](const std::string& text) { train.token_bytes = text == "uint32" ? 4 : 2; },
+         "the type of the ids in --tokens files: uint16 (default) or uint32")
+      ->check(CLI::IsMember({"uint16", "uint32"}));
   cmd->add_option("--save", train.save_path, "write a checkpoint here after every epoch")
       ->check(kPath);
   cmd->add_option("--resume", train.resume_path, "continue from this checkpoint")->check(kPath);
@@ -365,7 +385,8 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   cmd->add_flag("--poison", train.poison,
                 "fill memory with NaN as soon as its value dies (checks the plan)");
   cmd->add_option("--limit", train.limit,
-                  "Fashion-MNIST: use only the first N training and test examples; synthetic: N "
+                  "Fashion-MNIST and --data FILE: use only the first N training and test "
+                  "examples; --tokens: N windows an epoch; synthetic: N "
                   "training examples (default 1024)")
       ->check(kNonNegative);
   cmd->add_option("--log-every", train.log_every, "optimizer steps between progress lines")
