@@ -83,12 +83,15 @@ def _restore_initializers(path, tensors):
 
 def load_into(module, trained):
     """Copies the result of :func:`memfit.train` (its ``parameters`` and
-    ``state``) into ``module``, by ``state_dict`` name. Every tensor must
+    ``state``), or the state of a :class:`memfit.Trainer` as it stands,
+    into ``module``, by ``state_dict`` name. Every tensor must
     match one of the module's in name and shape, and every parameter of
     the module must be among them; otherwise :class:`memfit.Error` says
     which, and the module is left unchanged. Returns the names loaded."""
     import torch
 
+    if hasattr(trained, "_trained"):  # a memfit.Trainer
+        trained = trained._trained()
     tensors = {**trained.get("parameters", {}), **trained.get("state", {})}
     own = module.state_dict(keep_vars=True)
     problems = []

@@ -19,6 +19,7 @@
 
 #include "core/random.h"
 #include "train/data_source.h"
+#include "train/input_ranges.h"
 
 namespace memfit {
 namespace {
@@ -50,29 +51,6 @@ float gaussian(uint64_t seed, uint64_t stream, int64_t example, uint64_t index) 
 
 uint32_t bits(uint64_t seed, uint64_t stream, int64_t example, uint64_t index) {
   return random_bits(seed, static_cast<uint64_t>(example), stream, index);
-}
-
-// Class count of the rows of the model's logits.
-int64_t classes_of(const Model& model) { return model.graph.value(model.logits).type.shape.at(1); }
-
-// The token ids every embedding table that looks up the data can take: the
-// fewest rows of a table whose ids come from the model's inputs (an id past
-// a table's rows stops the run; tables of positions, looked up by ids the
-// model makes, do not count), or `classes` if more.
-int64_t ids_below(const Model& model, int64_t classes) {
-  std::vector<bool> from_data(model.graph.num_values(), false);
-  for (const ValueId in : model.inputs) from_data[in.idx()] = true;
-  int64_t rows = classes;
-  for (const Node& node : model.graph.nodes()) {  // in topological order
-    const bool reads_data = std::any_of(node.inputs.begin(), node.inputs.end(),
-                                        [&](ValueId v) { return from_data[v.idx()]; });
-    if (!reads_data) continue;
-    for (const ValueId out : node.outputs) from_data[out.idx()] = true;
-    if (node.op == OpKind::embedding && from_data[node.inputs.at(0).idx()]) {
-      rows = std::min(rows, model.graph.value(node.inputs.at(1)).type.shape.at(0));
-    }
-  }
-  return rows;
 }
 
 // The shapes of one example of each data input, for the identity.

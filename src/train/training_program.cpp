@@ -207,6 +207,11 @@ Result<std::vector<int32_t>> TrainingProgram::predict(const Feeds& feeds) {
   return predicted;
 }
 
+Status TrainingProgram::copy_state_to(Executable& exe) const {
+  if (holder_ == nullptr) return Status::error("the training state was never loaded (load_state)");
+  return exe.copy_state_from(*holder_);
+}
+
 void TrainingProgram::reset_step_times() {
   step_.apply->reset_times();
   if (step_.accumulate_only) step_.accumulate_only->reset_times();

@@ -56,11 +56,17 @@ class TrainingProgram {
   // The predicted class of each row of the logits, for a batch of eval_batch
   // examples (labels, if fed, are not read), with the current state.
   Result<std::vector<int32_t>> predict(const Feeds& feeds);
+  // Copies the current state into `exe`, a forward executable of this
+  // model (its evaluation's, or one at another batch), as predict does.
+  Status copy_state_to(Executable& exe) const;
 
   // The forward model at the training batch and at the evaluation batch
   // (their inputs say what to feed).
   const Model& model() const { return step_.model; }
   const Model& eval_model() const { return eval_model_; }
+  // The evaluation's executable (at eval_batch) and the compiled step.
+  Executable& eval_executable() { return *eval_; }
+  const CompiledStep& compiled() const { return step_; }
 
   int64_t batch() const { return batch_; }
   int64_t eval_batch() const { return eval_batch_; }
