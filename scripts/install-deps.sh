@@ -6,11 +6,12 @@ packages=(
   libdnnl-dev               # oneDNN: the CPU backend's kernels
   ocl-icd-opencl-dev        # OpenCL headers: oneDNN's CMake config looks for them
   zlib1g-dev                # reading the gzipped Fashion-MNIST files
+  libzip-dev                # reading users' .npz archives of numpy arrays
   libcli11-dev              # the command line
   libgtest-dev              # the tests
   nlohmann-json3-dev        # JSON reading in the tests
   coinor-libcbc-dev         # CBC: the MILP solver of --recompute milp (optional)
-  pkg-config                # how CMake finds CBC
+  pkg-config                # how CMake finds libzip and CBC
   clang libclang-rt-14-dev  # libFuzzer: the fuzz targets of the readers (fuzz/)
   libopenmpi-dev openmpi-bin  # MPI: data-parallel training across processes and machines
   iproute2                  # ip netns: the two-host data-parallel test

@@ -52,8 +52,9 @@ TEST(StepPipeline, ListsThePassesInOrder) {
   EXPECT_EQ(forward_pipeline(false).names(), (Names{"dead_nodes"}));
 }
 
-// Evaluation's graph: the model's forward graph without dead nodes, in the
-// backend's layouts, as the passes give it called one by one.
+// Evaluation's graph: the model's forward graph with its loss as a second
+// output, without dead nodes, in the backend's layouts, as the passes give
+// it called one by one.
 TEST(StepPipeline, ForwardGraphIsTheForwardPasses) {
   auto backend = make_backend(BackendKind::cpu, 1);
   ASSERT_TRUE(backend.is_ok()) << backend.message();
@@ -65,8 +66,10 @@ TEST(StepPipeline, ForwardGraphIsTheForwardPasses) {
   ModelOptions at3 = spec.model;
   at3.batch = 3;
   const Model expected_model = make_model(at3, false).value();
-  const Graph expected =
-      assign_layouts(remove_dead_nodes(expected_model.graph), **backend).value();
+  Graph with_loss = expected_model.graph;
+  with_loss.mark_output(expected_model.loss);
+  const Graph expected = assign_layouts(remove_dead_nodes(with_loss), **backend).value();
+  EXPECT_EQ(graph->outputs().size(), 2u);  // the logits and the loss
   EXPECT_EQ(print_graph(*graph), print_graph(expected));
   EXPECT_EQ(print_graph(model.graph), print_graph(expected_model.graph));
   EXPECT_GT(graph->num_nodes(), 0u);

@@ -16,8 +16,10 @@ struct OptimizerConfig {
 // 0.9), 0.001 for adamw.
 float default_learning_rate(OptimizerConfig::Kind kind);
 
-// How the learning rate changes over the run: constant, or cosine decay from
-// lr to 0 over all the run's optimizer steps (Loshchilov and Hutter 2017).
-enum class Schedule { constant, cosine };
+// How the learning rate changes over the run after its warmup
+// (src/train/lr_schedule.h): constant; cosine decay from lr to the floor over
+// the run's optimizer steps (Loshchilov and Hutter 2017); or linear decay to
+// the floor. The integers are checkpoints' (RunSettings::schedule).
+enum class Schedule { constant = 0, cosine = 1, linear = 2 };
 
 }  // namespace memfit

@@ -42,6 +42,8 @@ struct TrainOptions {
   int64_t stop_after = 0;   // stop after this epoch, as if interrupted (the schedule
                             // still spans `epochs`); 0: run to the end
   Schedule schedule = Schedule::cosine;
+  int64_t warmup_steps = 0;  // optimizer steps whose learning rate rises linearly to lr
+  float min_lr = 0;          // the floor cosine and linear decay end at (<= the learning rate)
   uint64_t seed = 1;
   bool synthetic = false;   // a synthetic data set made for the model, not Fashion-MNIST
   std::string data_dir;     // empty: Debian's /usr/share/datasets/fashion-mnist
@@ -83,6 +85,7 @@ struct TrainOptions {
 struct TrainReport {
   std::vector<float> losses;  // the loss of every micro-batch, in order, this run only
   std::vector<double> test_accuracy;  // after each epoch run
+  std::vector<double> test_loss;      // after each epoch run: the mean loss of the test batches
   double examples_per_second = 0;     // training examples over training time
   size_t arena_bytes = 0;             // the planned arena of a training step
   size_t high_water_bytes = 0;        // the most arena bytes a step touched (measured)

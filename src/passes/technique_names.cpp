@@ -68,7 +68,8 @@ template <>
 struct Table<Schedule> {
   static constexpr std::string_view kWhat = "learning-rate schedule";
   static constexpr Named<Schedule> kEntries[] = {{Schedule::constant, "constant"},
-                                                 {Schedule::cosine, "cosine"}};
+                                                 {Schedule::cosine, "cosine"},
+                                                 {Schedule::linear, "linear"}};
 };
 
 template <typename Enum>

@@ -78,6 +78,8 @@ Result<Graph> build_forward_graph(const StepSpec& spec, int64_t batch, const Bac
   options.batch = batch;
   MEMFIT_ASSIGN_OR_RETURN(Model model, make_model(options, false));
   Graph graph = model.graph;
+  // Evaluation reports the loss as well as the predictions: it stays.
+  if (model.loss.valid()) graph.mark_output(model.loss);
   PassContext context;
   context.backend = &backend;
   MEMFIT_RETURN_IF_ERROR(forward_pipeline(spec.blocked_layouts).run(graph, context).status());

@@ -85,7 +85,7 @@ Result<Graph> build_step_graph(const ModelOptions& model, int64_t accumulate,
 
 // The forward graph of `spec`'s model at `batch`, for evaluation and
 // prediction (no loss gradient; batch norm with its running statistics),
-// after the forward pipeline on `backend` (src/passes/step_pipeline.h);
+// with two outputs, the logits and the loss, after the forward pipeline on `backend` (src/passes/step_pipeline.h);
 // `model_out` (may be null) receives the model.
 Result<Graph> build_forward_graph(const StepSpec& spec, int64_t batch, const Backend& backend,
                                   Model* model_out);

@@ -1,7 +1,6 @@
 #include "train/batch_trainer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "train/plan_report.h"
@@ -10,33 +9,6 @@
 
 namespace memfit {
 namespace {
-
-// The mean cross-entropy of `logits` (rows, classes) against one class per
-// row, and the fraction of rows whose largest logit is their class.
-BatchEvaluation cross_entropy(const BatchOutput& logits, const std::vector<int32_t>& labels) {
-  const auto classes = static_cast<size_t>(logits.shape.at(1));
-  double loss = 0, correct = 0;
-  for (size_t r = 0; r < labels.size(); ++r) {
-    const float* row = logits.values.data() + r * classes;
-    const float top = *std::max_element(row, row + classes);
-    double sum = 0;
-    for (size_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(row[c] - top));
-    loss += std::log(sum) + top - row[labels[r]];
-    correct += static_cast<double>(std::max_element(row, row + classes) - row == labels[r]);
-  }
-  const auto rows = static_cast<double>(labels.size());
-  return BatchEvaluation{loss / rows, correct / rows};
-}
-
-// The mean squared error of `output` against `targets` of its shape.
-BatchEvaluation squared_error(const BatchOutput& output, const std::vector<float>& targets) {
-  double sum = 0;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const double d = static_cast<double>(output.values[i]) - targets[i];
-    sum += d * d;
-  }
-  return BatchEvaluation{sum / static_cast<double>(targets.size()), std::nullopt};
-}
 
 // The forward graph of `options`' model at `rows`, prepared as the step's
 // evaluation is (TrainingProgram::create); `model` receives its model.
@@ -136,37 +108,51 @@ Result<BatchTrainer::Forward*> BatchTrainer::forward_of(int64_t rows) {
   return &forwards_.emplace(rows, std::move(forward)).first->second;
 }
 
-Result<BatchOutput> BatchTrainer::forward(const std::vector<HostArray>& arrays, Batch** inputs) {
+Result<StepResult> BatchTrainer::forward(const std::vector<HostArray>& arrays, Batch** inputs,
+                                         const Graph** graph) {
   MEMFIT_ASSIGN_OR_RETURN(Forward * forward, forward_of(arrays.at(0).shape.at(0)));
   MEMFIT_RETURN_IF_ERROR(write_arrays(arrays, forward->inputs));
   Executable& exe = *forward->executable;
   MEMFIT_RETURN_IF_ERROR(active_->program().copy_state_to(exe));
-  MEMFIT_ASSIGN_OR_RETURN(StepResult result, exe.run(forward->inputs.feeds(), StepContext{}));
-  const Value& logits = exe.graph().value(exe.graph().outputs()[0]);
-  if (inputs != nullptr) *inputs = &forward->inputs;
-  return BatchOutput{logits.type.shape, std::move(result.outputs.at(logits.name))};
+  *inputs = &forward->inputs;
+  *graph = &exe.graph();
+  return exe.run(forward->inputs.feeds(), StepContext{});
 }
 
 Result<BatchEvaluation> BatchTrainer::evaluate(const std::vector<HostArray>& arrays) {
   Batch* inputs = nullptr;
-  MEMFIT_ASSIGN_OR_RETURN(const BatchOutput output, forward(arrays, &inputs));
+  const Graph* graph = nullptr;
+  MEMFIT_ASSIGN_OR_RETURN(const StepResult result, forward(arrays, &inputs, &graph));
+  if (graph->outputs().size() < 2) return Status::error("the model has no loss to evaluate");
+  BatchEvaluation out;
+  out.loss = result.outputs.at(graph->value(graph->outputs()[1]).name).at(0);
+  // Classifiers (integer labels): the label elements whose class has the largest logit.
+  const Value& logits = graph->value(graph->outputs()[0]);
   const auto label =
       std::find_if(inputs_.begin(), inputs_.end(), [](const InputSpec& s) { return s.label; });
-  if (label == inputs_.end()) return Status::error("the model has no labels to evaluate against");
-  const Batch::Input& labels = *inputs->find(label->name);
-  const size_t count = labels.dtype == DType::i32 ? labels.i32.size() : labels.f32.size();
-  const size_t expected =
-      labels.dtype == DType::i32 ? static_cast<size_t>(output.shape.at(0)) : output.values.size();
-  if (count != expected) {
-    return Status::error("the model's output " + shape_string(output.shape) +
-                         " does not match its " + std::to_string(count) + " label elements");
+  if (label == inputs_.end() || label->dtype != DType::i32) return out;
+  const std::vector<int32_t>& labels = inputs->find(label->name)->i32;
+  const std::vector<float>& values = result.outputs.at(logits.name);
+  const auto classes = static_cast<size_t>(logits.type.shape.at(1));
+  if (labels.size() * classes != values.size()) {
+    return Status::error("the model's output " + shape_string(logits.type.shape) +
+                         " does not match its " + std::to_string(labels.size()) + " labels");
   }
-  return labels.dtype == DType::i32 ? cross_entropy(output, labels.i32)
-                                    : squared_error(output, labels.f32);
+  size_t correct = 0;
+  for (size_t r = 0; r < labels.size(); ++r) {
+    const float* row = values.data() + r * classes;
+    correct += std::max_element(row, row + classes) - row == labels[r];
+  }
+  out.accuracy = static_cast<double>(correct) / static_cast<double>(labels.size());
+  return out;
 }
 
 Result<BatchOutput> BatchTrainer::predict(const std::vector<HostArray>& arrays) {
-  return forward(arrays, nullptr);
+  Batch* inputs = nullptr;
+  const Graph* graph = nullptr;
+  MEMFIT_ASSIGN_OR_RETURN(StepResult result, forward(arrays, &inputs, &graph));
+  const Value& logits = graph->value(graph->outputs()[0]);
+  return BatchOutput{logits.type.shape, std::move(result.outputs.at(logits.name))};
 }
 
 Result<std::vector<TrainedTensor>> BatchTrainer::trained() const {

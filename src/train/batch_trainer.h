@@ -25,7 +25,7 @@ namespace memfit {
 
 // What an evaluation of a batch found.
 struct BatchEvaluation {
-  double loss = 0;                 // the model's loss: the mean over the batch
+  double loss = 0;                 // the model's loss (the evaluation graph's): a mean
   std::optional<double> accuracy;  // classifiers (integer labels): the fraction of label
                                    // elements whose class has the largest logit
 };
@@ -94,10 +94,11 @@ class BatchTrainer {
   // The trainer of micro-batches of `rows`, compiled on first use, holding
   // the state (moved there from the one that held it).
   Result<Trainer*> trainer_of(int64_t rows);
-  // The model's output for the batch of `arrays` (checked; its rows are
-  // dimension 0) with the current state; `inputs` (may be null) receives
-  // the buffers they were written to.
-  Result<BatchOutput> forward(const std::vector<HostArray>& arrays, Batch** inputs);
+  // The forward pass of the batch of `arrays` (checked; its rows are
+  // dimension 0) with the current state: its outputs (the logits, then the
+  // loss); `inputs` and `graph` receive the buffers written and the graph run.
+  Result<StepResult> forward(const std::vector<HostArray>& arrays, Batch** inputs,
+                             const Graph** graph);
   // The forward executable of `rows`, compiled on first use.
   Result<Forward*> forward_of(int64_t rows);
 

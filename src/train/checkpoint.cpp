@@ -440,6 +440,7 @@ Status check_same_run(const Checkpoint& checkpoint, const RunSettings& now) {
     const auto name = [](int64_t s) {
       return s == 0   ? std::string("constant")
              : s == 1 ? std::string("cosine")
+             : s == 2 ? std::string("linear")
                       : "(unknown " + std::to_string(s) + ")";
     };
     differences.push_back("--schedule " + name(then.schedule) + " in the checkpoint, " +

@@ -1,5 +1,7 @@
-// Where training examples come from: Fashion-MNIST, or a synthetic data set
-// made for the model's kind of input (src/train/synthetic.cpp). A source
+// Where training examples come from: Fashion-MNIST, a synthetic data set
+// made for the model's kind of input (src/train/synthetic.cpp), or the
+// user's files: numpy arrays (src/train/array_source.cpp) or token ids
+// (src/train/token_source.cpp). A source
 // fills a Batch: one buffer per data input of the model, labels included.
 #pragma once
 
@@ -64,5 +66,42 @@ std::unique_ptr<DataSource> fashion_mnist_source(ImageDataset train, ImageDatase
 Result<std::unique_ptr<DataSource>> synthetic_source(DataKind kind, const Model& model,
                                                      int64_t train_count, int64_t test_count,
                                                      uint64_t seed);
+
+// Examples from the user's numpy arrays: `train_path` and, unless empty,
+// `test_path` (the validation set; none: test_count() is 0), each a .npz
+// archive (numpy.savez or savez_compressed) with one array per data input
+// of `model`, named as the input (images, labels, tokens, ...), whose first
+// dimension counts the examples and whose other dimensions are the input's
+// without its batch dimension. Floats (float32, float64) feed f32 inputs
+// and integers (int8 to uint64) i32 ones; a single .npy array serves a model
+// of one data input. Opening reads every header, checks names, shapes and
+// types, scans every integer array once for values outside the input's
+// range (labels below the classes, token ids below the embedding rows:
+// train/input_ranges.h) and computes the identity's checksum. Uncompressed
+// arrays are read in place from a read-only mapping of the file (fill
+// converts what it needs); compressed ones are decompressed into memory.
+Result<std::unique_ptr<DataSource>> array_file_source(const Model& model,
+                                                      const std::string& train_path,
+                                                      const std::string& test_path);
+
+// Examples from flat files of token ids (uint16 or uint32 little-endian:
+// `element_bytes` 2 or 4) for a model whose data inputs are `tokens` and
+// `labels`, both (batch, seq_len) i32: example i is the window of seq_len + 1
+// tokens at token_window_offset(seed, test, i, ...), its first seq_len the
+// tokens and its last seq_len the labels (the next token of each). A file of
+// n tokens gives n / (seq_len + 1) examples, at most `limit` when positive.
+// The files are mapped read-only and only the windows filled are read (no
+// scan at open: a token id past the vocabulary is an error of fill).
+Result<std::unique_ptr<DataSource>> token_file_source(const Model& model,
+                                                      const std::string& train_path,
+                                                      const std::string& test_path,
+                                                      int element_bytes, int64_t limit,
+                                                      uint64_t seed);
+
+// Where example `example`'s window starts in a token file with `positions`
+// possible starts (tokens - seq_len): uniform in [0, positions), a pure
+// function of (seed, test, example); the validation set draws from another
+// stream than the training set.
+int64_t token_window_offset(uint64_t seed, bool test, int64_t example, int64_t positions);
 
 }  // namespace memfit

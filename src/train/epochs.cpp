@@ -9,19 +9,13 @@
 #include <vector>
 
 #include "core/text.h"
+#include "train/batch_reader.h"
+#include "train/lr_schedule.h"
 
 namespace memfit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The factor of the learning rate at optimizer step `step` of `total`.
-float schedule_scale(Schedule schedule, int64_t step, int64_t total) {
-  if (schedule == Schedule::constant) return 1.0f;
-  constexpr double kPi = 3.14159265358979323846;
-  return static_cast<float>(
-      0.5 * (1.0 + std::cos(kPi * static_cast<double>(step) / static_cast<double>(total))));
-}
 
 // The end of the message of a diverged run: that it wrote no checkpoint,
 // and what it may try.
@@ -49,14 +43,20 @@ Result<EpochSteps> run_steps(Trainer& trainer, const DataSource& data, const Epo
   const auto start = Clock::now();
   EpochProgress progress(options, trainer.ranks(), epoch, plan.total_steps, start);
   bool stop = false;
+  // The reader thread fills micro-batch m + 1 while micro-batch m runs.
+  BatchReader reader(data, Batch::for_model(trainer.program().model()));
+  if (begin < plan.micro_batches) reader.start(trainer.ranks().rows(order, begin, batch));
   int64_t b = begin;  // the step's first micro-batch
   for (; b < plan.micro_batches && !stop; b += accumulate) {
     const auto fill = [&](int64_t k, Batch& inputs) {
-      return data.fill(false, trainer.ranks().rows(order, b + k, batch), inputs);
+      Status read = reader.take(inputs);
+      if (b + k + 1 < plan.micro_batches && read.is_ok()) {
+        reader.start(trainer.ranks().rows(order, b + k + 1, batch));
+      }
+      return read;
     };
-    const float lr_scale =
-        schedule_scale(options.schedule, trainer.counters().optimizer_step, plan.total_steps);
-    MEMFIT_ASSIGN_OR_RETURN(const std::vector<float> step_losses, trainer.step(fill, lr_scale));
+    const float scale = lr_scale(plan.schedule, trainer.counters().optimizer_step, plan.total_steps);
+    MEMFIT_ASSIGN_OR_RETURN(const std::vector<float> step_losses, trainer.step(fill, scale));
     for (size_t k = 0; k < step_losses.size(); ++k) {
       const float loss = step_losses[k];
       if (!std::isfinite(loss)) {
@@ -95,14 +95,21 @@ Status check_state(Trainer& trainer, const TrainOptions& options, int64_t epoch)
       static_cast<long long>(trainer.counters().optimizer_step), diverged_advice(options).c_str()));
 }
 
-// The end of a whole epoch: its test accuracy and checkpoint.
+// The end of a whole epoch: its evaluation and checkpoint. Without a test
+// set (a data file given without its validation file) there is no evaluation.
 Status end_epoch(Trainer& trainer, const DataSource& data, const TrainOptions& options,
                  const RunSettings& run, int64_t epoch, TrainReport& report, const LogFn& log) {
-  MEMFIT_ASSIGN_OR_RETURN(const double accuracy, trainer.evaluate(data));
-  report.test_accuracy.push_back(accuracy);
-  log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples)",
-             static_cast<long long>(epoch + 1), 100.0 * accuracy,
-             static_cast<long long>(data.test_count())));
+  if (data.test_count() > 0) {
+    MEMFIT_ASSIGN_OR_RETURN(const Trainer::Evaluation evaluation, trainer.evaluate(data));
+    report.test_accuracy.push_back(evaluation.accuracy);
+    report.test_loss.push_back(evaluation.loss);
+    log(format("epoch %lld done: test accuracy %.2f%% (%lld test examples), validation loss %.4f%s",
+               static_cast<long long>(epoch + 1), 100.0 * evaluation.accuracy,
+               static_cast<long long>(data.test_count()), evaluation.loss,
+               trainer.program().loss_in_nats() ? " nats" : ""));
+  } else {
+    log(format("epoch %lld done (no validation data)", static_cast<long long>(epoch + 1)));
+  }
   if (options.save_path.empty()) return Status::ok();
   MEMFIT_RETURN_IF_ERROR(trainer.save_checkpoint(options.save_path, epoch + 1, run));
   log("saved " + options.save_path);
@@ -151,12 +158,14 @@ Result<EpochPlan> plan_epochs(const TrainOptions& options, const DataSource& dat
                static_cast<long long>(counters.micro_step / accumulate),
                static_cast<long long>(accumulate)));
   }
+  MEMFIT_ASSIGN_OR_RETURN(const LrSchedule schedule, lr_schedule_of(options));
   return EpochPlan{std::move(sampler),
                    first_epoch,
                    last_epoch_of(options),
                    micro_batches,
                    options.epochs * micro_batches / accumulate,
-                   resume_batch};
+                   resume_batch,
+                   schedule};
 }
 
 Result<TrainReport> run_epochs(Trainer& trainer, const DataSource& data, const EpochPlan& plan,

@@ -9,6 +9,7 @@
 #include "train/checkpoint.h"
 #include "train/data_source.h"
 #include "train/fashion_mnist.h"
+#include "train/lr_schedule.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
@@ -22,6 +23,7 @@ struct EpochPlan {
   int64_t micro_batches = 0;
   int64_t total_steps = 0;   // optimizer steps of all --epochs: the schedule's length
   int64_t resume_batch = 0;  // the micro-batch epoch `first` starts at
+  LrSchedule schedule;       // the learning rate's factor at each optimizer step
 };
 
 // The epoch a run ends after: --stop-after, else --epochs.

@@ -5,6 +5,7 @@
 
 #include "core/output_path.h"
 #include "onnx/model_source.h"
+#include "train/lr_schedule.h"
 
 namespace memfit {
 namespace {
@@ -18,6 +19,7 @@ Status check_options(const TrainOptions& o) {
     return Status::error("--stop-after " + std::to_string(o.stop_after) +
                          " is past the run's end (--epochs " + std::to_string(o.epochs) + ")");
   }
+  MEMFIT_RETURN_IF_ERROR(lr_schedule_of(o).status());
   // Examples per optimizer step, which a data set (at most 2^32 - 1 examples) must hold.
   int64_t per_step = 0;
   if (__builtin_mul_overflow(o.step.model.batch, o.step.accumulate, &per_step) ||

@@ -37,6 +37,7 @@ std::string train_report_json(const TrainOptions& options, const TrainReport& re
   // %.9g: every float loss reads back as the same float.
   out += "  \"losses\": " + json_numbers(report.losses, "%.9g") + ",\n";
   out += "  \"test_accuracy\": " + json_numbers(report.test_accuracy, "%.17g") + ",\n";
+  out += "  \"test_loss\": " + json_numbers(report.test_loss, "%.17g") + ",\n";
   out += format("  \"examples_per_second\": %.9g,\n", report.examples_per_second);
   out += format("  \"arena_bytes\": %zu,\n  \"high_water_bytes\": %zu,\n", report.arena_bytes,
                 report.high_water_bytes);

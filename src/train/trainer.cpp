@@ -65,28 +65,30 @@ Status Trainer::check_replicas() {
   return ranks_.check_replicas(*program_, counters_.optimizer_step);
 }
 
-Result<double> Trainer::evaluate(const DataSource& data) {
+Result<Trainer::Evaluation> Trainer::evaluate(const DataSource& data) {
   MEMFIT_RETURN_IF_ERROR(ranks_.share_model_state(*program_));
   const int64_t batch = program_->eval_batch();
   const int64_t batches = data.test_count() / batch;
   Batch inputs = Batch::for_model(program_->eval_model());
   std::vector<int64_t> examples(static_cast<size_t>(batch));
-  int64_t correct = 0, total = 0;
+  // Counts summed over the ranks: correct labels, labels, the batches' losses, batches.
+  double counts[4] = {0, 0, 0, 0};
   for (int64_t b = ranks_.rank(); b < batches; b += ranks_.size()) {
     for (int64_t i = 0; i < batch; ++i) examples[static_cast<size_t>(i)] = b * batch + i;
     MEMFIT_RETURN_IF_ERROR(data.fill(true, examples, inputs));
-    MEMFIT_ASSIGN_OR_RETURN(auto predicted, program_->predict(inputs.feeds()));
+    MEMFIT_ASSIGN_OR_RETURN(const auto evaluated, program_->evaluate(inputs.feeds()));
     const std::vector<int32_t> labels = inputs.label_classes();
-    if (predicted.size() != labels.size()) {
-      return Status::error("the model predicts " + std::to_string(predicted.size()) +
+    if (evaluated.predicted.size() != labels.size()) {
+      return Status::error("the model predicts " + std::to_string(evaluated.predicted.size()) +
                            " classes per batch for " + std::to_string(labels.size()) + " labels");
     }
-    for (size_t i = 0; i < labels.size(); ++i) correct += predicted[i] == labels[i];
-    total += static_cast<int64_t>(labels.size());
+    for (size_t i = 0; i < labels.size(); ++i) counts[0] += evaluated.predicted[i] == labels[i];
+    counts[1] += static_cast<double>(labels.size());
+    counts[2] += evaluated.loss;
+    counts[3] += 1;
   }
-  double counts[2] = {static_cast<double>(correct), static_cast<double>(total)};
-  MEMFIT_RETURN_IF_ERROR(ranks_.sum(counts, 2));
-  return counts[0] / counts[1];
+  MEMFIT_RETURN_IF_ERROR(ranks_.sum(counts, 4));
+  return Evaluation{counts[0] / counts[1], counts[2] / counts[3]};
 }
 
 Result<std::string> Trainer::non_finite_state() {

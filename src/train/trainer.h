@@ -50,10 +50,15 @@ class Trainer {
   // With --check-replicas and several ranks: an error on every rank unless
   // every rank's parameters and optimizer state are rank 0's.
   Status check_replicas();
-  // The fraction of the test set's label elements (images, tokens or voxels)
-  // whose class the model predicts, with rank 0's running statistics. The
-  // ranks take turns at the batches and sum their counts.
-  Result<double> evaluate(const DataSource& data);
+  // The model on the test set, with rank 0's running statistics: the
+  // fraction of its label elements (images, tokens or voxels) whose class
+  // the model predicts, and the mean loss of its batches. The ranks take
+  // turns at the batches and sum their counts.
+  struct Evaluation {
+    double accuracy = 0;
+    double loss = 0;
+  };
+  Result<Evaluation> evaluate(const DataSource& data);
   // What holds a NaN or an infinity, on any rank: empty when nothing does;
   // else "tensor 'name'" of this rank's state or "another rank's state".
   // The loss can stay finite while the parameters diverge (a ReLU passes a

@@ -191,20 +191,29 @@ Result<float> TrainingProgram::micro_step(const Feeds& feeds, uint64_t seed, flo
   return result.outputs.at("loss")[0];
 }
 
-Result<std::vector<int32_t>> TrainingProgram::predict(const Feeds& feeds) {
+Result<TrainingProgram::Evaluated> TrainingProgram::evaluate(const Feeds& feeds) {
   if (holder_ == nullptr) return Status::error("the training state was never loaded (load_state)");
   MEMFIT_RETURN_IF_ERROR(eval_->copy_state_from(*holder_));
   MEMFIT_ASSIGN_OR_RETURN(StepResult result, eval_->run(feeds, StepContext{}));
-  const ValueId logits_id = eval_->graph().outputs()[0];
-  const std::vector<float>& logits = result.outputs.at(eval_->graph().value(logits_id).name);
-  const Shape& shape = eval_->graph().value(logits_id).type.shape;
+  const Graph& graph = eval_->graph();
+  const ValueId logits_id = graph.outputs().at(0);
+  const std::vector<float>& logits = result.outputs.at(graph.value(logits_id).name);
+  const Shape& shape = graph.value(logits_id).type.shape;
   const auto classes = static_cast<size_t>(shape[1]);
-  std::vector<int32_t> predicted(static_cast<size_t>(shape[0]));
-  for (size_t n = 0; n < predicted.size(); ++n) {
+  Evaluated out;
+  out.predicted.resize(static_cast<size_t>(shape[0]));
+  for (size_t n = 0; n < out.predicted.size(); ++n) {
     const auto row = logits.begin() + static_cast<std::ptrdiff_t>(n * classes);
-    predicted[n] = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(classes)) - row);
+    out.predicted[n] = static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(classes)) - row);
   }
-  return predicted;
+  out.loss = result.outputs.at(graph.value(graph.outputs().at(1)).name).at(0);
+  return out;
+}
+
+bool TrainingProgram::loss_in_nats() const {
+  const Graph& graph = eval_->graph();
+  const NodeId producer = graph.value(graph.outputs().at(1)).producer;
+  return producer.valid() && graph.node(producer).op == OpKind::softmax_cross_entropy;
 }
 
 Status TrainingProgram::copy_state_to(Executable& exe) const {

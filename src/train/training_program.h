@@ -53,11 +53,15 @@ class TrainingProgram {
   // Runs one micro-batch (every data input of the model, labels included) on
   // the state in the arena and returns its loss.
   Result<float> micro_step(const Feeds& feeds, uint64_t seed, float lr_scale, StepCounters& counters);
-  // The predicted class of each row of the logits, for a batch of eval_batch
-  // examples (labels, if fed, are not read), with the current state.
-  Result<std::vector<int32_t>> predict(const Feeds& feeds);
+  // The predicted class of each row of the logits and the loss, for a batch
+  // of eval_batch examples (labels included), with the current state.
+  struct Evaluated {
+    std::vector<int32_t> predicted;
+    float loss = 0;
+  };
+  Result<Evaluated> evaluate(const Feeds& feeds);
   // Copies the current state into `exe`, a forward executable of this
-  // model (its evaluation's, or one at another batch), as predict does.
+  // model (its evaluation's, or one at another batch), as evaluate does.
   Status copy_state_to(Executable& exe) const;
 
   // The forward model at the training batch and at the evaluation batch
@@ -67,6 +71,9 @@ class TrainingProgram {
   // The evaluation's executable (at eval_batch) and the compiled step.
   Executable& eval_executable() { return *eval_; }
   const CompiledStep& compiled() const { return step_; }
+
+  // Whether the loss is a cross-entropy (in nats), not a squared error.
+  bool loss_in_nats() const;
 
   int64_t batch() const { return batch_; }
   int64_t eval_batch() const { return eval_batch_; }

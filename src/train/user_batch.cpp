@@ -90,8 +90,7 @@ Status check_array(const HostArray& a, const InputSpec& spec) {
 }  // namespace
 
 std::vector<InputSpec> input_specs(const Model& model) {
-  const int64_t classes = classes_of(model);
-  const int64_t ids = ids_below(model, classes);
+  const std::vector<IntegerInput> integers = integer_inputs(model);
   std::vector<InputSpec> specs;
   for (const ValueId id : model.inputs) {
     const Value& v = model.graph.value(id);
@@ -100,10 +99,11 @@ std::vector<InputSpec> input_specs(const Model& model) {
     spec.dtype = v.type.dtype;
     spec.example.assign(v.type.shape.begin() + 1, v.type.shape.end());
     spec.label = id == model.labels;
-    spec.below = spec.label ? classes : ids;
-    spec.range = spec.label ? "class ids below the model's " + std::to_string(classes) + " classes"
-                            : "token ids below " + std::to_string(ids) +
-                                  ", the rows of the smallest embedding table that reads them";
+    for (const IntegerInput& in : integers) {
+      if (in.name != v.name) continue;
+      spec.below = in.below;
+      spec.range = "below " + in.bound;
+    }
     specs.push_back(std::move(spec));
   }
   return specs;

@@ -32,7 +32,7 @@ struct InputSpec {
   DType dtype = DType::f32;
   Shape example;      // one example: the input's shape without dimension 0
   int64_t below = 0;  // i32 inputs: values lie in [0, below)
-  std::string range;  // i32 inputs: what `below` is ("the model's 10 classes")
+  std::string range;  // i32 inputs: "below " and what `below` is (IntegerInput::bound)
   bool label = false;
 };
 

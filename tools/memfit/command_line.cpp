@@ -339,7 +339,14 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
                   "stop after this epoch, as if interrupted (to --resume later; 0: run to the end)")
       ->check(kNonNegative);
   add_named(cmd, "--schedule", train.schedule,
-            "learning rate: constant, or cosine decay to 0 over the run");
+            "learning rate after the warmup: constant, or cosine or linear decay to --min-lr "
+            "over the rest of the run");
+  cmd->add_option("--warmup-steps", train.warmup_steps,
+                  "optimizer steps at the start whose learning rate rises linearly to --lr")
+      ->check(kNonNegative);
+  cmd->add_option("--min-lr", train.min_lr,
+                  "the learning rate cosine and linear decay end at (at most --lr)")
+      ->check(kNonNegative);
   cmd->add_option("--seed", train.seed, "seed of initialization, shuffling and dropout")
       ->check(kNonNegative)
       ->capture_default_str();
