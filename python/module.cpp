@@ -5,6 +5,7 @@
 // library as `memfit` does; reports come back as the command line's JSON
 // text, which memfit/__init__.py turns into Python objects. Errors raise
 // memfit.UsageError (bad settings, before any work) or memfit.Error.
+// memfit.Trainer's class is bound in trainer.cpp.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -19,18 +20,17 @@
 #include "memfit/builder.h"
 #include "memfit/plan.h"
 #include "memfit/train.h"
+#include "python/binding.h"
 #include "tools/memfit/command_line.h"
 
-namespace py = pybind11;
+namespace memfit::python {
 
-namespace {
-
-PyObject* error_type = nullptr;        // memfit.Error (RuntimeError)
-PyObject* usage_error_type = nullptr;  // memfit.UsageError (memfit.Error and ValueError)
+PyObject* error_type = nullptr;
+PyObject* usage_error_type = nullptr;
 
 // A message may quote bytes of a file (a checkpoint's names) that are not
 // UTF-8: those become U+FFFD rather than a UnicodeDecodeError in its place.
-[[noreturn]] void raise(PyObject* type, const std::string& message) {
+void raise(PyObject* type, const std::string& message) {
   PyObject* text =
       PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
   if (text != nullptr) {
@@ -40,8 +40,6 @@ PyObject* usage_error_type = nullptr;  // memfit.UsageError (memfit.Error and Va
   throw py::error_already_set();
 }
 
-// Parses `args` (a subcommand and its flags) as `memfit` would; a usage
-// error raises memfit.UsageError with the command line's message.
 std::unique_ptr<memfit::cli::CommandLine> parse(const std::vector<std::string>& args,
                                                 const std::string& expected) {
   auto command_line = std::make_unique<memfit::cli::CommandLine>();
@@ -55,25 +53,11 @@ std::unique_ptr<memfit::cli::CommandLine> parse(const std::vector<std::string>& 
   return command_line;
 }
 
-template <typename T>
-T value_or_raise(memfit::Result<T> result) {
-  if (!result) raise(error_type, result.message());
-  return std::move(result).value();
-}
+}  // namespace memfit::python
 
-// Runs `work` without the GIL; memory that runs out is memfit.Error, as the
-// command line reports it.
-template <typename Work>
-auto without_gil(Work work) {
-  try {
-    py::gil_scoped_release release;
-    return work();
-  } catch (const std::bad_alloc&) {
-    raise(error_type,
-          "out of memory: an allocation failed; make the step smaller (--budget BYTES with "
-          "--policy auto, --recompute, --swap, or a smaller --batch)");
-  }
-}
+namespace {
+
+using namespace memfit::python;
 
 std::string plan(const std::vector<std::string>& args) {
   const auto command_line = parse(args, "plan");
@@ -210,6 +194,7 @@ PYBIND11_MODULE(_memfit, m) {
   m.attr("UsageError") = py::handle(usage_error_type);
 
   py::class_<Trained, std::shared_ptr<Trained>>(m, "Trained");
+  bind_trainer(m);
   m.def("plan", &plan, py::arg("args"), "memfit plan ARGS --json: the report's JSON text");
   m.def("max_batch", &max_batch, py::arg("args"), "memfit maxbatch ARGS --json: the report's JSON text");
   m.def("train", &train, py::arg("args"), py::arg("on_step"), py::arg("log"),

@@ -28,6 +28,7 @@ header_layer() {
   case $1 in
     memfit/*/*) ;;
     memfit/*) layer=${public[${1#memfit/}]:-} ;;
+    python/*) layer=tools ;;
     */*) if [[ -n ${rank[${1%%/*}]:-} ]]; then layer=${1%%/*}; fi ;;
   esac
 }

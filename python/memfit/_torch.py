@@ -2,6 +2,7 @@
 load_into puts memfit's trained tensors back. torch is the caller's own
 dependency; memfit imports it only here, when these are called."""
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -50,7 +51,11 @@ def from_torch(module, example_inputs, path=None, loss="cross-entropy", opset=17
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(module, inputs, os.fspath(path), opset_version=opset, dynamo=False,
+            # The TorchScript exporter: torch 2 has a dynamo one too, and
+            # asks which (torch 1.13, Debian 12's, has only this one).
+            legacy = ({"dynamo": False}
+                      if "dynamo" in inspect.signature(torch.onnx.export).parameters else {})
+            torch.onnx.export(module, inputs, os.fspath(path), opset_version=opset, **legacy,
                               training=torch.onnx.TrainingMode.TRAINING,
                               do_constant_folding=False, input_names=names,
                               output_names=["output"], dynamic_axes=axes)
@@ -83,12 +88,15 @@ def _restore_initializers(path, tensors):
 
 def load_into(module, trained):
     """Copies the result of :func:`memfit.train` (its ``parameters`` and
-    ``state``) into ``module``, by ``state_dict`` name. Every tensor must
+    ``state``), or the state of a :class:`memfit.Trainer` as it stands,
+    into ``module``, by ``state_dict`` name. Every tensor must
     match one of the module's in name and shape, and every parameter of
     the module must be among them; otherwise :class:`memfit.Error` says
     which, and the module is left unchanged. Returns the names loaded."""
     import torch
 
+    if hasattr(trained, "_trained"):  # a memfit.Trainer
+        trained = trained._trained()
     tensors = {**trained.get("parameters", {}), **trained.get("state", {})}
     own = module.state_dict(keep_vars=True)
     problems = []

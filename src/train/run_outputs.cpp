@@ -7,10 +7,7 @@
 #include "runtime/step_profile.h"
 
 namespace memfit {
-namespace {
 
-// The model's parameters and model state in `state`, by the model's own
-// names (not the optimizer's moments), in the order of state_shapes.
 std::vector<TrainedTensor> trained_tensors(const TrainingProgram& program, StateStore& state) {
   const Model& model = program.model();
   std::vector<TrainedTensor> trained;
@@ -20,8 +17,6 @@ std::vector<TrainedTensor> trained_tensors(const TrainingProgram& program, State
   }
   return trained;
 }
-
-}  // namespace
 
 Status write_run_outputs(const TrainOptions& options, Trainer& trainer, const LogFn& log,
                          TrainReport& report) {

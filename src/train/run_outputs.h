@@ -3,11 +3,18 @@
 // tensors in the report.
 #pragma once
 
+#include <vector>
+
 #include "memfit/train.h"
 #include "train/progress.h"
 #include "train/trainer.h"
 
 namespace memfit {
+
+// The model's parameters and model state in `state` (moved out of it), by
+// the model's own names (not the optimizer's moments), in the order of
+// state_shapes.
+std::vector<TrainedTensor> trained_tensors(const TrainingProgram& program, StateStore& state);
 
 // --trace, --save-onnx and keep_trained: rank 0 writes the files and fills
 // report.trained; every rank takes part in gathering the state.

@@ -41,10 +41,7 @@ Status Trainer::start(const StateStore& state, const StepCounters& counters) {
 Result<std::vector<float>> Trainer::step(const FillMicroBatch& fill, float lr_scale) {
   std::vector<float> losses;
   for (int64_t k = 0; k < accumulate_; ++k) {
-    MEMFIT_RETURN_IF_ERROR(fill(k, inputs_));
-    MEMFIT_ASSIGN_OR_RETURN(const float mine, program_->micro_step(inputs_.feeds(), dropout_seed_,
-                                                                   lr_scale, counters_));
-    MEMFIT_ASSIGN_OR_RETURN(const float loss, ranks_.mean(mine));  // over every rank's rows
+    MEMFIT_ASSIGN_OR_RETURN(const float loss, micro_step(fill, lr_scale));
     losses.push_back(loss);
     if (!std::isfinite(loss)) return losses;
   }
@@ -54,6 +51,13 @@ Result<std::vector<float>> Trainer::step(const FillMicroBatch& fill, float lr_sc
     stepped_ = true;
   }
   return losses;
+}
+
+Result<float> Trainer::micro_step(const FillMicroBatch& fill, float lr_scale) {
+  MEMFIT_RETURN_IF_ERROR(fill(counters_.micro_step % accumulate_, inputs_));
+  MEMFIT_ASSIGN_OR_RETURN(const float mine, program_->micro_step(inputs_.feeds(), dropout_seed_,
+                                                                 lr_scale, counters_));
+  return ranks_.mean(mine);  // over every rank's rows
 }
 
 Status Trainer::check_replicas() {

@@ -43,6 +43,10 @@ class Trainer {
   // (the mean over the ranks) in order, up to the first that is not finite,
   // where the step ends (the parameters may hold NaN from there on).
   Result<std::vector<float>> step(const FillMicroBatch& fill, float lr_scale);
+  // One micro-batch of a step, `fill` giving its rows (k: its place in the
+  // step), at `lr_scale` times the learning rate: every accumulate-th one
+  // updates the parameters. Its loss (the mean over the ranks).
+  Result<float> micro_step(const FillMicroBatch& fill, float lr_scale);
   // With --check-replicas and several ranks: an error on every rank unless
   // every rank's parameters and optimizer state are rank 0's.
   Status check_replicas();

@@ -216,6 +216,11 @@ bool TrainingProgram::loss_in_nats() const {
   return producer.valid() && graph.node(producer).op == OpKind::softmax_cross_entropy;
 }
 
+Status TrainingProgram::copy_state_to(Executable& exe) const {
+  if (holder_ == nullptr) return Status::error("the training state was never loaded (load_state)");
+  return exe.copy_state_from(*holder_);
+}
+
 void TrainingProgram::reset_step_times() {
   step_.apply->reset_times();
   if (step_.accumulate_only) step_.accumulate_only->reset_times();

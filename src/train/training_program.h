@@ -60,11 +60,17 @@ class TrainingProgram {
     float loss = 0;
   };
   Result<Evaluated> evaluate(const Feeds& feeds);
+  // Copies the current state into `exe`, a forward executable of this
+  // model (its evaluation's, or one at another batch), as evaluate does.
+  Status copy_state_to(Executable& exe) const;
 
   // The forward model at the training batch and at the evaluation batch
   // (their inputs say what to feed).
   const Model& model() const { return step_.model; }
   const Model& eval_model() const { return eval_model_; }
+  // The evaluation's executable (at eval_batch) and the compiled step.
+  Executable& eval_executable() { return *eval_; }
+  const CompiledStep& compiled() const { return step_; }
 
   // Whether the loss is a cross-entropy (in nats), not a squared error.
   bool loss_in_nats() const;
