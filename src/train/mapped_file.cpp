@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -65,6 +66,15 @@ MappedFile::~MappedFile() {
 void MappedFile::advise_random() const {
   // Advice only: a kernel that ignores it reads ahead, which changes no data.
   if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
+}
+
+void MappedFile::release(uint64_t offset, uint64_t bytes) const {
+  if (data_ == nullptr || bytes == 0 || offset >= size_) return;
+  static const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = offset / page * page;
+  const uint64_t end = std::min(size_, offset + bytes);
+  // Advice only: pages touched again are read back in.
+  ::madvise(const_cast<uint8_t*>(data_) + first, end - first, MADV_DONTNEED);
 }
 
 }  // namespace memfit

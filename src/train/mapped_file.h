@@ -31,6 +31,11 @@ class MappedFile {
   // Tells the kernel that pages will be touched in no order (MADV_RANDOM):
   // it then reads no pages ahead of the ones touched.
   void advise_random() const;
+  // Drops the pages holding bytes [offset, offset + bytes) from this
+  // process's resident set (MADV_DONTNEED; the data stays in the file and
+  // the page cache): a reader that releases what it has read keeps a
+  // resident set that does not grow with the file.
+  void release(uint64_t offset, uint64_t bytes) const;
 
  private:
   std::string path_;

@@ -160,6 +160,9 @@ class TokenSource final : public DataSource {
         if (p < seq_len_) tokens->i32[static_cast<size_t>(slot + p)] = static_cast<int32_t>(id);
         if (p > 0) labels->i32[static_cast<size_t>(slot + p - 1)] = static_cast<int32_t>(id);
       }
+      // Read once per epoch at most: out of the resident set again.
+      set.file.release(static_cast<uint64_t>(offset * element_bytes_),
+                       static_cast<uint64_t>((seq_len_ + 1) * element_bytes_));
     }
     return Status::ok();
   }
