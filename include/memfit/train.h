@@ -108,6 +108,22 @@ struct TrainReport {
 Result<TrainReport> train(const TrainOptions& options,
                           const std::function<void(const std::string&)>& log);
 
+// A trained model on a set of examples (`memfit evaluate`).
+struct EvaluationReport {
+  double loss = 0;      // the mean loss of the batches
+  double accuracy = 0;  // the fraction of label elements whose class the model predicts
+  int64_t examples = 0;        // examples evaluated (whole batches of the set)
+  bool loss_in_nats = false;   // a cross-entropy, not a squared error
+};
+
+// The checkpoint options.resume_path of options.step's model on the
+// examples options names: every example of --data FILE or the windows of
+// --tokens FILE (--limit of them), or the test set of Fashion-MNIST or of
+// synthetic data; in batches of the model's batch (or the largest divisor
+// of it whose plan fits --budget). `log` receives what is evaluated.
+Result<EvaluationReport> evaluate(const TrainOptions& options,
+                                  const std::function<void(const std::string&)>& log);
+
 // The report as `memfit train --json` prints it: one JSON object with the
 // run's model, batch and settings, and the report's fields but `trained`.
 std::string train_report_json(const TrainOptions& options, const TrainReport& report);

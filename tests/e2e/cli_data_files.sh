@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `memfit train` on the user's own files: Fashion-MNIST written as a .npz
-# trains to the very losses of the built-in reader; a GPT learns English
+# trains to the very losses of the built-in reader, and `memfit evaluate`
+# gives its checkpoint the run's last validation loss and accuracy; a GPT learns English
 # from a flat file of byte tokens (the license texts every Debian system
 # ships); and every bad file is refused with a message naming what is wrong,
 # leaving an earlier checkpoint as it was.
@@ -29,7 +30,11 @@ np.savez_compressed("fashion-test.npz", images=images("t10k-images-idx3-ubyte.gz
 PY
 settings=(--model lenet --batch 50 --epochs 2 --json)
 "$memfit" train "${settings[@]}" --limit 1000 >builtin.json
-"$memfit" train "${settings[@]}" --data fashion.npz --val-data fashion-test.npz >arrays.json
+"$memfit" train "${settings[@]}" --data fashion.npz --val-data fashion-test.npz --save arrays.ckpt \
+  >arrays.json
+# memfit evaluate: the checkpoint on the validation file, as the run's last evaluation.
+"$memfit" evaluate --model lenet --batch 50 --checkpoint arrays.ckpt --data fashion-test.npz \
+  --json >evaluate.json
 "$py" - <<'PY'
 import json
 a, b = json.load(open("builtin.json")), json.load(open("arrays.json"))
@@ -38,6 +43,9 @@ assert len(a["losses"]) == 40 and a["losses"] == b["losses"], "the losses differ
 # Evaluation: batches of 1000 built in, of 50 (the training batch) for files.
 assert a["test_accuracy"] == b["test_accuracy"], (a["test_accuracy"], b["test_accuracy"])
 assert all(abs(x - y) < 1e-5 * x for x, y in zip(a["test_loss"], b["test_loss"])), (a, b)
+e = json.load(open("evaluate.json"))
+assert e["examples"] == 1000 and e["loss"] == b["test_loss"][-1], (e, b["test_loss"])
+assert e["accuracy"] == b["test_accuracy"][-1], (e, b["test_accuracy"])
 print("npz = built-in: 40 losses identical, test accuracy", b["test_accuracy"][-1])
 PY
 

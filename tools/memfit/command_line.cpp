@@ -398,6 +398,33 @@ void add_train_flags(CLI::App* cmd, memfit::TrainOptions& train) {
   add_profile_flags(cmd, train);
 }
 
+// The checkpoint and the examples of `memfit evaluate`.
+void add_evaluate_flags(CLI::App* cmd, memfit::TrainOptions& o) {
+  cmd->add_option("--checkpoint", o.resume_path,
+                  "the checkpoint to evaluate (memfit train --save, or Trainer.save in Python)")
+      ->check(kPath)
+      ->required();
+  cmd->add_option("--data", o.data_path,
+                  "evaluate on every example of this .npz (or .npy) of arrays named as the "
+                  "model's inputs, or on the test set of the Fashion-MNIST files in this "
+                  "directory (default: /usr/share/datasets/fashion-mnist)")
+      ->check(kPath);
+  cmd->add_option("--tokens", o.tokens_path,
+                  "evaluate on windows of --seq-len + 1 tokens of this flat file of token ids")
+      ->check(kPath);
+  cmd->add_option_function<std::string>(
+         "--token-dtype", [&o](const std::string& text) { o.token_bytes = text == "uint32" ? 4 : 2; },
+         "the type of the ids in the --tokens file: uint16 (default) or uint32")
+      ->check(CLI::IsMember({"uint16", "uint32"}));
+  cmd->add_flag("--synthetic", o.synthetic, "evaluate on the test set of the synthetic data set");
+  cmd->add_option("--limit", o.limit,
+                  "evaluate on the first N examples (--tokens: N windows; 0: all)")
+      ->check(kNonNegative);
+  cmd->add_option("--seed", o.seed, "the seed of the run (token windows, synthetic data)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+}
+
 // The same file, though named two ways ("a" and "./a", or two hard links to
 // it); false if either is empty.
 bool same_file(const std::string& a, const std::string& b) {
@@ -441,9 +468,11 @@ std::string check_combinations(CLI::App& app, Command& command) {
   CLI::App* train_cmd = app.get_subcommand("train");
   CLI::App* plan_cmd = app.get_subcommand("plan");
   CLI::App* max_cmd = app.get_subcommand("maxbatch");
+  CLI::App* eval_cmd = app.get_subcommand("evaluate");
   for (auto [cmd, spec] :
        {std::pair{train_cmd, &command.train.step}, std::pair{plan_cmd, &command.plan.step},
-        std::pair{max_cmd, &command.max_request.step}}) {
+        std::pair{max_cmd, &command.max_request.step},
+        std::pair{eval_cmd, &command.evaluate.step}}) {
     if (!cmd->parsed()) continue;
     if (cmd != train_cmd && cmd->count("--model") == 0 && cmd->count("--onnx") == 0) {
       return "give --model NAME or --onnx FILE";
@@ -553,6 +582,13 @@ CommandLine::CommandLine()
   max_cmd->add_flag("--json", c.max_json,
                     "print one JSON object (max_batch, arena_bytes, host_bytes, "
                     "predicted_step_seconds, ...)");
+
+  auto* eval_cmd = app.add_subcommand(
+      "evaluate", "a checkpoint's model on a set of examples: its loss and accuracy");
+  add_step_flags(eval_cmd, c.evaluate.step);
+  add_evaluate_flags(eval_cmd, c.evaluate);
+  eval_cmd->add_flag("--json", c.evaluate_json,
+                     "print one JSON object (loss, accuracy, examples)");
 
   app.add_subcommand("models", "list every model with its parameter count and input shape");
 }

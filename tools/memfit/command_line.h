@@ -26,7 +26,7 @@ struct PlanOutput {
 
 // A parsed command line: the subcommand and its settings.
 struct Command {
-  std::string name;    // train, plan, maxbatch or models
+  std::string name;    // train, evaluate, plan, maxbatch or models
   TrainOptions train;  // train
   bool train_json = false;
   PlanRequest plan;  // plan
@@ -34,6 +34,8 @@ struct Command {
   PlanRequest max_request;  // maxbatch
   Capacity vary = Capacity::batch;
   bool max_json = false;
+  TrainOptions evaluate;  // evaluate: the checkpoint in evaluate.resume_path
+  bool evaluate_json = false;
 };
 
 // The outcome of parsing: go on and run `command`, or stop with `exit_code`

@@ -93,6 +93,28 @@ int run_train(memfit::TrainOptions options, bool json) {
   return 0;
 }
 
+// `memfit evaluate`: the loss and accuracy of a checkpoint on a set of examples.
+int run_evaluate(const memfit::TrainOptions& options, bool json) {
+  FILE* progress = json ? stderr : stdout;
+  auto report = memfit::evaluate(options, [progress](const std::string& line) {
+    std::fprintf(progress, "%s\n", line.c_str());
+    std::fflush(progress);
+  });
+  if (!report) {
+    std::fprintf(stderr, "memfit evaluate: %s\n", report.message().c_str());
+    return 1;
+  }
+  if (json) {
+    std::printf("{\n  \"loss\": %.17g,\n  \"accuracy\": %.17g,\n  \"examples\": %lld\n}\n",
+                report->loss, report->accuracy, static_cast<long long>(report->examples));
+  } else {
+    std::printf("loss %.4f%s, accuracy %.2f%% (%lld examples)\n", report->loss,
+                report->loss_in_nats ? " nats" : "", 100.0 * report->accuracy,
+                static_cast<long long>(report->examples));
+  }
+  return 0;
+}
+
 using memfit::cli::PlanOutput;
 
 // Steps `memfit plan --profile` runs on synthetic data: one left out, the rest averaged.
@@ -195,6 +217,7 @@ int main(int argc, char** argv) {
   // a crash.
   try {
     if (c.name == "train") return run_train(c.train, c.train_json);
+    if (c.name == "evaluate") return run_evaluate(c.evaluate, c.evaluate_json);
     if (c.name == "plan") return run_plan(c.plan, c.plan_output);
     if (c.name == "maxbatch") return run_max_batch(c.max_request, c.vary, c.max_json);
     if (c.name == "models") return run_models();
