@@ -208,8 +208,9 @@ Result<ArrayFile> ArrayFile::open(const std::string& path) {
     }
     // Compressed (numpy.savez_compressed): decompressed once. Deflate
     // shrinks by at most 1032:1, so a directory that claims more is damaged
-    // (and cannot make memfit allocate without bound).
-    if (st.size > st.comp_size * 1032 + 1024) {
+    // (and cannot make memfit allocate without bound); so is one whose
+    // compressed bytes claim more than the whole file.
+    if (st.comp_size > bytes.size() || st.size > st.comp_size * 1032 + 1024) {
       return Status::error(
           damaged_zip(path, "member " + member + " claims more bytes than it can hold"));
     }
