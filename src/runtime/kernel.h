@@ -108,7 +108,7 @@ class Backend {
 std::unique_ptr<Backend> make_reference_backend();
 // oneDNN kernels where oneDNN has them, reference kernels for the rest.
 // threads > 0 sets the number of threads oneDNN uses (for the whole process);
-// 0 sets OpenMP's default back (OMP_NUM_THREADS, else one per core).
+// 0 sets the default: OMP_NUM_THREADS, else one per CPU the process may run on.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
 }  // namespace memfit

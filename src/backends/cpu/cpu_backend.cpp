@@ -9,11 +9,14 @@
 // the one oneDNN's convolutions choose on this machine) is blocked_operands,
 // which the layout pass reads.
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/dnnl_util.h"
@@ -230,15 +233,31 @@ class CpuBackend final : public Backend {
   Layout blocked_ = cpu::native_blocked_layout();
 };
 
+// The threads of a backend made with threads 0: OMP_NUM_THREADS where the
+// user set it (its first count), else one per CPU this process may run on,
+// as OpenMP itself starts. Not OpenMP's current count: another library in
+// the process may have changed it (importing PyTorch sets it to its count
+// of physical cores), and memfit's plans would then differ between Python
+// and the command line.
+int default_threads() {
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr) {
+    char* end = nullptr;
+    const long count = std::strtol(env, &end, 10);
+    if (end != env && count > 0 && count <= 1 << 16) return static_cast<int>(count);
+  }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) return CPU_COUNT(&cpus);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  // oneDNN runs on OpenMP, whose thread count is global to the process: 0
-  // sets back the count the process started with (OMP_NUM_THREADS, else one
-  // per core), so that a backend made after one with other threads in the
-  // same process (the Python module's calls) gets the default.
-  static const int default_threads = omp_get_max_threads();
-  omp_set_num_threads(threads > 0 ? threads : default_threads);
+  // oneDNN runs on OpenMP, whose thread count is global to the process:
+  // every backend sets it, to its threads or to the default.
+  static const int defaults = default_threads();
+  omp_set_num_threads(threads > 0 ? threads : defaults);
   return std::make_unique<CpuBackend>();
 }
 
