@@ -10,12 +10,15 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "memfit/techniques.h"
 #include "python/binding.h"
 #include "train/batch_trainer.h"
+#include "train/lr_schedule.h"
 
 namespace memfit::python {
 namespace {
@@ -85,6 +88,10 @@ class PyTrainer {
   explicit PyTrainer(const std::vector<std::string>& args) {
     const auto command_line = parse(args, "train");
     const TrainOptions options = command_line->command().train;
+    // --min-lr against the learning rate, with the command line's message.
+    if (const auto schedule = lr_schedule_of(options); !schedule) {
+      raise(usage_error_type, schedule.message());
+    }
     if (launched_by_mpi()) {
       raise(usage_error_type,
             "memfit.Trainer runs one process; for data parallel training under "
@@ -175,6 +182,17 @@ void bind_trainer(py::module_& m) {
       .def_property_readonly("batch", [](PyTrainer& t) { return t.trainer().batch(); })
       .def_property_readonly("accumulate", [](PyTrainer& t) { return t.trainer().accumulate(); })
       .def_property_readonly("base_lr", [](PyTrainer& t) { return t.trainer().base_lr(); })
+      .def_property_readonly(
+          "schedule",
+          [](PyTrainer& t) { return std::string(name_of(t.trainer().schedule().kind)); })
+      .def(
+          "lr_scale",
+          [](PyTrainer& t, int64_t step, std::optional<int64_t> total) {
+            return t.trainer().lr_scale(step, total);
+          },
+          py::arg("step"), py::arg("total"),
+          "the schedule's factor of the learning rate at optimizer step `step` of `total` "
+          "(None: the decay has not begun)")
       .def_property_readonly("counters", [](PyTrainer& t) {
         const StepCounters& c = t.trainer().counters();
         return py::make_tuple(c.micro_step, c.optimizer_step);

@@ -2,6 +2,7 @@
 
 import collections.abc
 import json
+import numbers
 import sys
 import time
 
@@ -16,9 +17,6 @@ from ._settings import to_args
 _RUN_SETTINGS = {
     "epochs": "give fit(data, epochs=N)",
     "stop_after": "stop iterating (fit stops on KeyboardInterrupt)",
-    "schedule": "set trainer.lr between steps",
-    "warmup_steps": "set trainer.lr between steps",
-    "min_lr": "set trainer.lr between steps",
     "synthetic": "feed your own batches",
     "limit": "feed your own batches",
     "data": "feed your own batches",
@@ -60,24 +58,37 @@ class Trainer:
     ``momentum``, ``weight_decay``, ``policy``, ``budget``, ``recompute``,
     ``swap``, ``threads``, ``seed``, ...), checked by the command line's
     parser; those of its data set and loop (``epochs``, ``synthetic``,
-    ``save``, ``resume``, ``schedule``, ...) are refused with what to use
-    instead. The step is compiled once, for ``batch`` rows; a batch of
+    ``save``, ``resume``, ...) are refused with what to use instead. The step is compiled once, for ``batch`` rows; a batch of
     another size (the last of an epoch) compiles a step of its own under the
     same settings and budget, kept for the next one of that size.
 
     ``trainer.plan`` is ``memfit plan --json``'s report of the step (a
     dict: ``arena_bytes``, ``recompute``, ``swap``, ``policy``, ``batch``,
     ...); ``input_names`` the model's data inputs in order, labels last;
-    ``input_shapes`` their shapes at ``batch``. The learning rate is
-    ``trainer.lr`` (constant unless set between steps); ``trainer.steps``
-    counts optimizer steps.
+    ``input_shapes`` their shapes at ``batch``; ``trainer.steps`` counts
+    optimizer steps.
+
+    The learning rate follows ``schedule`` as ``memfit train --schedule``
+    does: ``warmup_steps`` optimizer steps rising linearly to ``lr``, then
+    ``"constant"`` (the Trainer's default, unlike the command line's
+    cosine), or ``"cosine"`` or ``"linear"`` decay to ``min_lr`` at step
+    ``total_steps``, the schedule's length in optimizer steps. A decaying
+    schedule needs ``total_steps``: given here, set as
+    ``trainer.total_steps``, or set by the first :meth:`fit` over data with
+    a length (see there); a step without it raises
+    :class:`memfit.UsageError`. ``min_lr`` above ``lr`` and a negative
+    ``warmup_steps`` raise :class:`memfit.UsageError` with the command
+    line's message. The factor of each step is the engine's own (the
+    command line's ``lr_scale``), applied to ``trainer.lr``.
     """
 
-    def __init__(self, model, batch=None, **settings):
+    def __init__(self, model, batch=None, total_steps=None, **settings):
         for key, instead in _RUN_SETTINGS.items():
             if settings.get(key) not in (None, False):
                 raise UsageError(f"memfit.Trainer: {key}= is memfit.train's; {instead}")
         self._model = model  # keeps a from_torch model's file until the trainer goes
+        if settings.get("schedule") is None:
+            settings["schedule"] = "constant"
         args = to_args("train", {"model": model, "batch": batch, **settings})
         self._native = _memfit.Trainer(args)
         self.plan = json.loads(self._native.plan_json())
@@ -91,7 +102,9 @@ class Trainer:
         # The base learning rate as the settings wrote it (0.05, not float32's
         # 0.0500000007): the step's scale is lr over it.
         self._base_lr = float(np.format_float_positional(np.float32(self._native.base_lr)))
-        self._lr = self._base_lr
+        self._lr = self._base_lr  # the rate the schedule scales: trainer.lr sets it
+        self.schedule = self._native.schedule  # "constant", "cosine" or "linear"
+        self.total_steps = total_steps
         # Where a run stands, for checkpoints (fit keeps them).
         self.epoch = 0
         self._examples_per_epoch = 0
@@ -108,9 +121,17 @@ class Trainer:
 
     @property
     def lr(self):
-        """The learning rate of the next step: the settings' (or the
-        optimizer's default) until set."""
-        return self._lr
+        """The learning rate of the next optimizer step, the schedule
+        applied: the base rate (the settings' ``lr``, or the optimizer's
+        default, until set) times the schedule's factor at ``steps``.
+        Before ``total_steps`` is known a decaying schedule has not begun
+        to decay: the rate is the warmup's, then the base rate.
+
+        Setting it replaces the base rate: the schedule goes on scaling the
+        new one from the current step (reading it back gives the new rate
+        times the factor), and its floor is the same fraction of it
+        (``min_lr`` over the settings' ``lr``)."""
+        return self._lr * self._native.lr_scale(self.steps, self._total_steps)
 
     @lr.setter
     def lr(self, value):
@@ -118,6 +139,27 @@ class Trainer:
         if not value >= 0:
             raise UsageError(f"memfit.Trainer: lr must be a number at least 0, not {value!r}")
         self._lr = value
+
+    @property
+    def total_steps(self):
+        """The schedule's length in optimizer steps (None: not known yet);
+        decay ends at ``min_lr`` there, and stays there after it."""
+        return self._total_steps
+
+    @total_steps.setter
+    def total_steps(self, value):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise UsageError(f"memfit.Trainer: total_steps must be a whole number at "
+                                 f"least 1, not {value!r}")
+            value = int(value)
+        self._total_steps = value
+
+    def _check_total_steps(self):
+        if self.schedule != "constant" and self._total_steps is None:
+            raise UsageError(f"memfit.Trainer: schedule={self.schedule!r} decays over "
+                             "total_steps; give total_steps=N (optimizer steps), or fit data "
+                             "that has a length")
 
     @property
     def steps(self):
@@ -170,7 +212,9 @@ class Trainer:
         naming the input, and nothing changes. The GIL is released while the
         step runs; Ctrl-C raises KeyboardInterrupt once it is done."""
         arrays = self._arrays(inputs, labels, "step")
+        self._check_total_steps()
         scale = self._lr / self._base_lr if self._base_lr > 0 else 1.0
+        scale *= self._native.lr_scale(self.steps, self._total_steps)
         return self._native.step(arrays, scale)
 
     def evaluate(self, inputs, labels=None):
@@ -215,9 +259,13 @@ class Trainer:
         optimizer and model state, the step counters, and the run it is
         from: ``epoch`` whole epochs done, of ``epochs``, of
         ``examples_per_epoch`` examples (by default what ``fit`` counted).
-        ``memfit train --resume path`` continues it with the same settings,
-        ``--epochs``, ``--schedule constant`` and that many training
-        examples (``--limit``)."""
+        The checkpoint records the schedule's kind, as ``memfit train
+        --save`` does: ``memfit train --resume path`` continues it with the
+        same settings, ``--epochs``, ``--schedule`` (``constant`` unless the
+        trainer was given another), ``--warmup-steps``, ``--min-lr`` and
+        that many training examples (``--limit``); the command line's
+        schedule spans ``epochs`` times the epoch's optimizer steps, the
+        trainer's ``total_steps``."""
         epoch = self.epoch if epoch is None else int(epoch)
         epochs = self._epochs if epochs is None else int(epochs)
         examples = self._examples_per_epoch if examples_per_epoch is None else int(examples_per_epoch)
@@ -261,7 +309,14 @@ class Trainer:
         validation loss X, accuracy Y%" (default: stderr; None: nothing).
         Returns ``{"losses": [...], "validation": [...]}``: every
         micro-batch's loss, and each epoch's evaluation (dicts of
-        ``loss`` and ``accuracy``)."""
+        ``loss`` and ``accuracy``).
+
+        When ``total_steps`` is None and ``data`` has a length, fit sets it
+        to the optimizer steps done plus this fit's, ``len(data) * epochs
+        // accumulate``, as ``memfit train`` spans its schedule over the
+        run; it stays set for later fits (which train at the floor once it
+        is passed) unless set again. A decaying schedule over data without
+        a length needs ``total_steps`` given."""
         epochs = int(epochs)
         if epochs < 1:
             raise UsageError(f"memfit.Trainer.fit: epochs must be at least 1, not {epochs}")
@@ -269,6 +324,9 @@ class Trainer:
             steps = len(data) * epochs // self.accumulate
         except TypeError:
             steps = None
+        if self._total_steps is None and steps is not None:
+            self.total_steps = self.steps + max(steps, 1)
+        self._check_total_steps()
         self._epochs = self.epoch + epochs
         history = {"losses": [], "validation": []}
         pending, pending_examples, started = [], 0, time.perf_counter()

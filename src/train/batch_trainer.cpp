@@ -43,12 +43,19 @@ Result<std::unique_ptr<BatchTrainer>> BatchTrainer::create(const TrainOptions& g
   trainer->trainers_.emplace(batch, std::move(first));
   const OptimizerConfig& optimizer = options.step.optimizer;
   trainer->base_lr_ = optimizer.lr > 0 ? optimizer.lr : default_learning_rate(optimizer.kind);
-  // The learning rate is the caller's (a constant unless changed between
-  // steps), so checkpoints record the constant schedule.
+  MEMFIT_ASSIGN_OR_RETURN(trainer->schedule_, lr_schedule_of(options));
+  // Checkpoints record the schedule's kind, which `memfit train --resume` checks.
   trainer->run_ = RunSettings{
-      batch, options.step.accumulate, 0, 0, static_cast<int64_t>(Schedule::constant), options.seed,
+      batch, options.step.accumulate, 0, 0, static_cast<int64_t>(options.schedule), options.seed,
       ""};
   return trainer;
+}
+
+float BatchTrainer::lr_scale(int64_t step, std::optional<int64_t> total) const {
+  if (total) return memfit::lr_scale(schedule_, step, *total);
+  LrSchedule undecayed = schedule_;
+  undecayed.kind = Schedule::constant;
+  return memfit::lr_scale(undecayed, step, 0);
 }
 
 std::string BatchTrainer::plan_json() const {

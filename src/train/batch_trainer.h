@@ -5,7 +5,9 @@
 // for that size under the same settings and budget and kept; the state
 // moves to whichever step runs (copied when the size changes). Evaluation
 // and prediction run forward-only executables: the step's own evaluation at
-// its batch, one compiled per other size, kept.
+// its batch, one compiled per other size, kept. The learning rate follows the
+// options' schedule (warmup, then constant or decay to min_lr) over a length
+// the caller gives, which checkpoints record as `memfit train` does.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "memfit/train.h"
 #include "train/checkpoint.h"
 #include "train/data_source.h"
+#include "train/lr_schedule.h"
 #include "train/trainer.h"
 #include "train/user_batch.h"
 
@@ -57,6 +60,12 @@ class BatchTrainer {
   int64_t accumulate() const { return options_.step.accumulate; }
   // The learning rate of lr_scale 1 (the optimizer's default where none was set).
   float base_lr() const { return base_lr_; }
+  // The options' learning-rate schedule (its floor a fraction of base_lr).
+  const LrSchedule& schedule() const { return schedule_; }
+  // The schedule's factor of the learning rate at optimizer step `step` (from
+  // 0) of a run of `total` optimizer steps (lr_scale); without `total` the
+  // decay has not begun: the warmup's factor, then 1.
+  float lr_scale(int64_t step, std::optional<int64_t> total) const;
   // `memfit plan --json`'s report of the step at the first batch.
   std::string plan_json() const;
 
@@ -105,6 +114,7 @@ class BatchTrainer {
   TrainOptions options_;
   std::vector<InputSpec> inputs_;
   float base_lr_ = 0;
+  LrSchedule schedule_;
   std::map<int64_t, std::unique_ptr<Trainer>> trainers_;  // by micro-batch rows
   Trainer* active_ = nullptr;                             // the one holding the state
   std::map<int64_t, Forward> forwards_;                   // by rows
