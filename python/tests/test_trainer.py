@@ -4,7 +4,12 @@ compiles a step of its own whose loss and outputs are the full batch's on the
 same rows; accumulate=2 is one step of the double batch; save and load round
 trip; checkpoints go both ways with `memfit train --resume|--save`; every bad
 input raises memfit.UsageError naming it and changes nothing; evaluate agrees
-with predict; fit drives it over an iterable of batches."""
+with predict; fit drives it over an iterable of batches; the learning rate
+follows a warmup and a cosine decay step by step, and the schedule's errors
+are the command line's."""
+
+import math
+
 
 import numpy as np
 import pytest
@@ -249,3 +254,120 @@ def test_fit_over_batches():
     result = trainer.evaluate(images[64:], labels[64:])
     assert history["validation"][-1]["loss"] == pytest.approx(result["loss"])
     assert trainer.epoch == 2
+
+
+def warmup_cosine(step, warmup, total, floor):
+    """The factor of the learning rate at optimizer step `step` (from 0):
+    (step + 1) / warmup, then cosine from 1 at the warmup's end down to
+    `floor` at `total` (memfit train --schedule cosine's, written out here
+    to check the engine's)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    done = min(step - warmup, total - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * done / (total - warmup)))
+
+
+def test_the_learning_rate_follows_warmup_and_cosine_decay():
+    images, labels = learnable(8)
+    lr, min_lr, warmup, total = 0.04, 0.004, 3, 10
+    trainer = lenet(lr=lr, schedule="cosine", warmup_steps=warmup, min_lr=min_lr, total_steps=total)
+    assert trainer.schedule == "cosine" and trainer.total_steps == total
+    rates = [trainer.lr]
+    for _ in range(total + 2):  # past the end: the floor stays
+        trainer.step(images, labels)
+        rates.append(trainer.lr)
+    expected = [lr * warmup_cosine(step, warmup, total, min_lr / lr) for step in range(total + 3)]
+    np.testing.assert_allclose(rates, expected, rtol=1e-6)
+    assert rates[0] == pytest.approx(lr / 3) and rates[warmup] == pytest.approx(lr)
+    assert rates[-1] == pytest.approx(min_lr)
+    # With accumulate=2 the rate moves once an optimizer step, not a micro-batch.
+    accumulating = lenet(lr=lr, schedule="cosine", warmup_steps=warmup, min_lr=min_lr,
+                         total_steps=total, accumulate=2)
+    for step in range(4):
+        for _ in range(2):
+            assert accumulating.lr == pytest.approx(expected[step], rel=1e-6)
+            accumulating.step(images, labels)
+
+
+def test_setting_lr_replaces_the_rate_the_schedule_scales():
+    images, labels = learnable(8)
+    trainer = lenet(lr=0.04, schedule="linear", warmup_steps=2, min_lr=0.004, total_steps=6)
+    trainer.step(images, labels)
+    assert trainer.lr == pytest.approx(0.04)  # step 1: (1 + 1) / 2 of it
+    trainer.lr = 0.02
+    assert trainer.lr == pytest.approx(0.02)
+    for _ in range(3):
+        trainer.step(images, labels)
+    # step 4 of 6: linear decay from 1 to the floor 0.1, 2 of its 4 steps done
+    assert trainer.lr == pytest.approx(0.02 * (0.1 + 0.9 * 0.5), rel=1e-6)
+
+
+def test_a_warmup_scales_the_first_updates():
+    """The first update of a warmup of 4 is a quarter of the plain one (the
+    same gradient; SGD's momentum starts at zero), and the runs go apart."""
+    images, labels = learnable(32)
+    plain, warm = lenet(lr=0.02), lenet(lr=0.02, warmup_steps=4)
+    assert plain.schedule == warm.schedule == "constant"
+    initial = plain.parameters()
+    assert all(np.array_equal(initial[n], v) for n, v in warm.parameters().items())
+    first = [t.step(images[:8], labels[:8]) for t in (plain, warm)]
+    assert first[0] == first[1]
+    for name, before in initial.items():
+        np.testing.assert_allclose(warm.parameters()[name] - before,
+                                   0.25 * (plain.parameters()[name] - before), rtol=1e-3,
+                                   atol=1e-7, err_msg=name)
+    losses = [[t.step(images[i * 8:][:8], labels[i * 8:][:8]) for i in range(1, 4)]
+              for t in (plain, warm)]
+    assert all(abs(a - b) > 1e-6 for a, b in zip(*losses)), losses
+    assert plain.lr == warm.lr == pytest.approx(0.02)  # the warmup is over after 4 steps
+
+
+def test_fit_spans_the_schedule_over_its_steps():
+    images, labels = learnable(48)
+    batches = [(images[i:i + 8], labels[i:i + 8]) for i in range(0, 48, 8)]
+    trainer = lenet(lr=0.02, schedule="linear", warmup_steps=1, min_lr=0.002)
+    assert trainer.total_steps is None
+    rates = []
+    trainer.fit(batches, epochs=2, on_step=lambda record: rates.append(trainer.lr), log=None)
+    assert trainer.total_steps == 12
+    assert rates[-1] == pytest.approx(0.002) and rates[0] == pytest.approx(0.02)
+    with pytest.raises(memfit.UsageError, match="schedule='cosine' decays over total_steps"):
+        lenet(schedule="cosine").fit(iter(batches), log=None)
+
+
+def test_schedule_errors_are_the_command_lines(cli):
+    images, labels = learnable(8)
+    cases = [({"lr": 0.01, "min_lr": 0.1}, ["--lr", "0.01", "--min-lr", "0.1"]),
+             ({"warmup_steps": -1}, ["--warmup-steps", "-1"]),
+             ({"schedule": "step"}, ["--schedule", "step"])]
+    for settings, flags in cases:
+        message = cli("train", "--model", "lenet", "--synthetic", "--batch", "8", *flags).error_message()
+        with pytest.raises(memfit.UsageError) as raised:
+            lenet(**settings)
+        assert str(raised.value) == message, settings
+    for schedule in ("cosine", "linear"):
+        trainer = lenet(schedule=schedule, warmup_steps=2)
+        with pytest.raises(memfit.UsageError, match=f"schedule='{schedule}' decays over total_steps"):
+            trainer.step(images, labels)
+        assert trainer.steps == 0 and trainer.micro_steps == 0
+        trainer.total_steps = 5
+        trainer.step(images, labels)
+    for bad in (0, -3, 2.5, "5"):
+        with pytest.raises(memfit.UsageError, match="total_steps must be a whole number"):
+            lenet(total_steps=bad)
+
+
+def test_a_checkpoint_records_the_schedule_for_the_command_line(cli, tmp_path, read_checkpoint):
+    images, labels = learnable(64)
+    batches = [(images[i:i + 8], labels[i:i + 8]) for i in range(0, 64, 8)]
+    trainer = memfit.Trainer("lenet", batch=8, seed=3, schedule="cosine", warmup_steps=2,
+                             total_steps=16)
+    trainer.fit(batches, epochs=1, log=None)
+    trainer.save(tmp_path / "cosine.ck", epochs=2)
+    assert read_checkpoint(tmp_path / "cosine.ck").run[4] == 1  # Schedule::cosine
+    args = RUN_ARGS[:-2]  # without --schedule constant
+    resumed = cli("train", *args, "--schedule", "cosine", "--warmup-steps", "2", "--resume",
+                  tmp_path / "cosine.ck", "--json").json()
+    assert resumed["optimizer_steps"] == 16
+    refused = cli("train", *args, "--schedule", "constant", "--resume", tmp_path / "cosine.ck")
+    assert "--schedule cosine in the checkpoint, constant now" in refused.error_message()
