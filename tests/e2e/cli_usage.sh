@@ -29,7 +29,7 @@ for pair in "--threads 5000:--threads must be at most 1024" "--classes 1:--class
   grep -qF -- "${pair#*:}" <<<"$out" || fail "'plan ${pair%%:*}': $out"
 done
 out=$("$memfit" nonexistent 2>&1)
-grep -q "unknown command 'nonexistent'; the commands are train, plan, maxbatch, models" <<<"$out" ||
+grep -q "unknown command 'nonexistent'; the commands are train, plan, maxbatch, evaluate, models" <<<"$out" ||
   fail "an unknown command is not named: $out"
 # Number flags refuse nan, infinity and values out of their range (integers
 # past int64 too, which the conversion would clamp or wrap), and say the

@@ -541,7 +541,8 @@ CommandLine::CommandLine()
   Command& c = command_;
   app.require_subcommand(1);
 
-  auto* train_cmd = app.add_subcommand("train", "train a model on Fashion-MNIST or synthetic data");
+  auto* train_cmd = app.add_subcommand(
+      "train", "train a model on Fashion-MNIST, synthetic data or your own files (--data, --tokens)");
   add_step_flags(train_cmd, c.train.step);
   add_train_flags(train_cmd, c.train);
   train_cmd->add_flag("--json", c.train_json,
